@@ -1,0 +1,1 @@
+"""Discovery sources: one module per source; each returns a value and keeps no state."""

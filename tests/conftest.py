@@ -1,0 +1,51 @@
+"""Shared fixtures: the real data in ../shared/data, unpacked on demand and read in place."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("KUBENEXUS_SHARED_DATA", REPO.parent / "shared" / "data"))
+HWLOC_DIR = SHARED_DATA / "hwloc"
+GPU_DIR = SHARED_DATA / "gpu"
+
+
+def hwloc_snapshot_names() -> list[str]:
+    """Names of the real sysfs snapshots (empty when the shared data is absent)."""
+    if not HWLOC_DIR.is_dir():
+        return []
+    return sorted(p.name.removesuffix(".tar.bz2") for p in HWLOC_DIR.glob("*.tar.bz2"))
+
+
+def require_shared(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (set KUBENEXUS_SHARED_DATA to the shared/data folder)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def unpack_snapshot(tmp_path_factory: pytest.TempPathFactory) -> "SnapshotUnpacker":
+    return SnapshotUnpacker(tmp_path_factory.mktemp("hwloc"))
+
+
+class SnapshotUnpacker:
+    """Unpacks a snapshot tarball once per test session and returns its fake root."""
+
+    def __init__(self, base: Path) -> None:
+        self._base = base
+        self._roots: dict[str, Path] = {}
+
+    def __call__(self, name: str) -> Path:
+        if name not in self._roots:
+            tarball = require_shared(HWLOC_DIR / f"{name}.tar.bz2")
+            target = self._base / name
+            target.mkdir()
+            with tarfile.open(tarball) as archive:
+                archive.extractall(target, filter="tar")
+            (top,) = [p for p in target.iterdir() if p.is_dir()]
+            self._roots[name] = top
+        return self._roots[name]
