@@ -16,8 +16,7 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     cpus: set[int] = set()
     if not cleaned:
         return ()
-    for part in cleaned.split(","):
-        part = part.strip()
+    for part in (p.strip() for p in cleaned.split(",")):
         if "-" in part:
             low_text, high_text = part.split("-", 1)
             low, high = int(low_text), int(high_text)
@@ -38,8 +37,7 @@ def parse_cpumask(text: str) -> tuple[int, ...]:
     if not cleaned:
         return ()
     value = 0
-    for word in cleaned.split(","):
-        word = word.strip()
+    for word in (w.strip() for w in cleaned.split(",")):
         if len(word) > 8:
             raise ValueError(f"bad CPU mask word {word!r}")
         value = (value << 32) | int(word, 16)
