@@ -28,7 +28,7 @@ def require_shared(path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def unpack_snapshot(tmp_path_factory: pytest.TempPathFactory) -> "SnapshotUnpacker":
+def unpack_snapshot(tmp_path_factory: pytest.TempPathFactory) -> SnapshotUnpacker:
     return SnapshotUnpacker(tmp_path_factory.mktemp("hwloc"))
 
 

@@ -74,12 +74,13 @@ def test_cpus_of_cells_with_cpus_match_hwloc(snapshot: tuple[str, NumaReport, di
 
 
 def test_memory_and_hugepages_match_hwloc(snapshot: tuple[str, NumaReport, dict[str, Any]]) -> None:
-    name, report, oracle = snapshot
+    _name, report, oracle = snapshot
     theirs = {node["os_index"]: node for node in oracle["numa_nodes"]}
     for cell in report.cells:
         if cell.id not in theirs:
             continue
         node = theirs[cell.id]
+        assert cell.memory_bytes is not None
         assert cell.memory_bytes == node["local_memory_bytes"], f"cell {cell.id}"
         pages = {int(size): count for size, count in node["pages"].items()}
         normal_page = min(pages)
@@ -110,7 +111,7 @@ def test_distances_match_hwloc(snapshot: tuple[str, NumaReport, dict[str, Any]])
 
 
 def test_hmat_matches_hwloc(snapshot: tuple[str, NumaReport, dict[str, Any]]) -> None:
-    name, report, oracle = snapshot
+    _name, report, oracle = snapshot
     cpus_of = {cell.id: set(cell.cpus) for cell in report.cells}
     for oracle_name, field in (
         ("ReadBandwidth", "read_bandwidth_mbps"),
@@ -135,7 +136,7 @@ def test_hmat_matches_hwloc(snapshot: tuple[str, NumaReport, dict[str, Any]]) ->
 
 
 def test_memory_kinds_agree_with_hwloc_subtypes(snapshot: tuple[str, NumaReport, dict[str, Any]]) -> None:
-    name, report, oracle = snapshot
+    _name, report, oracle = snapshot
     expected = {"DRAM": MemoryKind.DRAM, "HBM": MemoryKind.HBM, "NVM": MemoryKind.NVM, "GPUMemory": MemoryKind.GPU}
     kinds = {cell.id: cell.memory_kind for cell in report.cells}
     for node in oracle["numa_nodes"]:

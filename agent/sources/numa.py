@@ -218,7 +218,9 @@ def _with_memory_kinds(
     for attribute in attributes:
         if attribute.access_class == 1 and attribute.read_bandwidth_mbps:
             bandwidth[attribute.target] = max(bandwidth.get(attribute.target, 0), attribute.read_bandwidth_mbps)
-    plain_bandwidth = max((bw for node, bw in bandwidth.items() if node not in dax and node not in gpu_nodes), default=0)
+    plain_bandwidth = max(
+        (bw for node, bw in bandwidth.items() if node not in dax and node not in gpu_nodes), default=0
+    )
 
     def kind(cell: NumaCell) -> MemoryKind:
         if cell.id in gpu_nodes:

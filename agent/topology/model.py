@@ -50,8 +50,8 @@ class DiscoveryWarning:
 class Machine:
     cpu_model: str | None
     architecture: str | None
-    sockets: int
-    cores: int  # physical cores among online CPUs
+    sockets: int | None  # None where the source does not tell (an imported nvidia-smi matrix)
+    cores: int | None  # physical cores among online CPUs
     threads: int  # online logical CPUs
     online_cpus: tuple[int, ...]
     offline_cpus: tuple[int, ...]
@@ -124,7 +124,7 @@ class PciDevice:
     numa_node: int | None  # None where the kernel says -1 or does not say
     local_cpus: tuple[int, ...]
     bridge_path: tuple[str, ...]  # bus ids of the PCI bridges above it, host side first
-    root: str  # the PCIe root complex, "pci0000:00"
+    root: str | None  # the PCIe root complex, "pci0000:00"; None when sysfs did not show it
 
     @property
     def is_bridge(self) -> bool:

@@ -1,0 +1,56 @@
+"""Runs every discovery source against one host and assembles the NodeTopology."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from agent.hostfs import HostFS
+from agent.sources.cpu import discover_machine
+from agent.sources.numa import discover_numa
+from agent.sources.nvml import discover_gpus
+from agent.sources.pci import discover_pci
+from agent.topology.model import NodeTopology
+from agent.topology.nvlink import nvlink_pair_counts
+from agent.topology.paths import build_device_links
+
+
+class UnusableHostRoot(Exception):
+    """The host root holds neither /sys nor /proc: nothing can be discovered there."""
+
+
+def check_host_root(fs: HostFS) -> None:
+    if not fs.is_dir("/"):
+        raise UnusableHostRoot(f"host root {fs.root} is not a directory")
+    if not fs.is_dir("/sys/devices/system/cpu") and not fs.is_dir("/proc"):
+        raise UnusableHostRoot(
+            f"host root {fs.root} has neither /sys/devices/system/cpu nor /proc; "
+            "point --host-root at a directory that holds the host's sys/ and proc/"
+        )
+
+
+def discover(fs: HostFS, *, nvml: ModuleType | None) -> NodeTopology:
+    """The whole topology of the host under ``fs``; ``nvml`` is the pynvml module, or None to skip NVML."""
+    check_host_root(fs)
+    cpu = discover_machine(fs)
+    numa = discover_numa(fs, online_cpus=cpu.machine.online_cpus)
+    pci = discover_pci(fs)
+    gpus = discover_gpus(fs, pci.devices, nvml=nvml)
+    links = build_device_links(
+        gpus.gpus,
+        pci.nics,
+        {device.bus_id: device for device in pci.devices},
+        nvlink_pair_counts(gpus.gpus),
+        gpus.nvml_paths,
+    )
+    return NodeTopology(
+        machine=cpu.machine,
+        numa_cells=numa.cells,
+        distances=numa.distances,
+        memory_attributes=numa.memory_attributes,
+        pci_devices=pci.devices,
+        nics=pci.nics,
+        gpus=gpus.gpus,
+        links=links,
+        gpu_source=gpus.source,
+        warnings=cpu.warnings + numa.warnings + pci.warnings + gpus.warnings,
+    )

@@ -1,0 +1,1 @@
+"""KubeNexus placement service: topology- and gang-aware decisions for the Kubernetes scheduler."""
