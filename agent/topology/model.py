@@ -202,6 +202,26 @@ class KubeletSettings:
 
 
 @dataclass(frozen=True)
+class ResourceAmount:
+    """One resource of one NUMA zone, in the kubelet's units.
+
+    ``cpu`` counts whole CPUs; ``memory`` and ``hugepages-*`` count bytes; devices
+    (``nvidia.com/gpu``, NIC resources) count devices.
+    """
+
+    name: str
+    capacity: int
+    allocatable: int
+    available: int
+
+
+@dataclass(frozen=True)
+class ZoneResources:
+    numa_id: int
+    resources: tuple[ResourceAmount, ...]
+
+
+@dataclass(frozen=True)
 class NodeTopology:
     machine: Machine
     numa_cells: tuple[NumaCell, ...]
@@ -213,6 +233,8 @@ class NodeTopology:
     links: tuple[DeviceLink, ...] = ()
     gpu_source: str | None = None  # "nvml", "sysfs" (and why NVML was not used), "nvidia-smi"
     kubelet: KubeletSettings | None = None
+    zone_resources: tuple[ZoneResources, ...] = ()  # per NUMA zone, from the kubelet's PodResources API
+    pods_fingerprint: str | None = None  # of the pods the zone availability accounts for
     warnings: tuple[DiscoveryWarning, ...] = field(default=())
     schema_version: int = SCHEMA_VERSION
 
