@@ -28,13 +28,18 @@ def check_host_root(fs: HostFS) -> None:
         )
 
 
-def discover(fs: HostFS, *, nvml: ModuleType | None) -> NodeTopology:
-    """The whole topology of the host under ``fs``; ``nvml`` is the pynvml module, or None to skip NVML."""
+def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool = False) -> NodeTopology:
+    """The whole topology of the host under ``fs``; ``nvml`` is the pynvml module, or None to skip NVML.
+
+    NVML always describes the machine this process runs on, so with a host root other than ``/`` it
+    is used only when ``nvml_with_host_root`` says that root is this machine's (a DaemonSet mounting
+    the host's /sys at /host), never for a snapshot of another machine.
+    """
     check_host_root(fs)
     cpu = discover_machine(fs)
     numa = discover_numa(fs, online_cpus=cpu.machine.online_cpus)
     pci = discover_pci(fs)
-    gpus = discover_gpus(fs, pci.devices, nvml=nvml)
+    gpus = discover_gpus(fs, pci.devices, nvml=nvml, allow_fake_root=nvml_with_host_root)
     links = build_device_links(
         gpus.gpus,
         pci.nics,

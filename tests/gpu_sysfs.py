@@ -42,6 +42,7 @@ def build_gpu_sysfs(root: Path, machine: GpuMachine) -> Path:
                 continue
             entry = directories[other.bus_id] / kind / name
             entry.mkdir(parents=True)
+            (entry / "device").symlink_to(os.path.relpath(directories[other.bus_id], entry))
             class_dir = root / "sys/class" / kind
             class_dir.mkdir(parents=True, exist_ok=True)
             (class_dir / name).symlink_to(os.path.relpath(entry, class_dir))

@@ -301,7 +301,7 @@ def test_without_pynvml_the_gpus_come_from_sysfs(tmp_path: Path) -> None:
     fs = HostFS(str(build_gpu_sysfs(tmp_path, DGX_A100)))
     report = discover_gpus(fs, pci_devices(DGX_A100), nvml=None)
 
-    assert report.source == "sysfs: NVML unavailable (pynvml is not available)"
+    assert report.source == "sysfs: NVML unavailable (NVML not used (disabled, or pynvml not installed))"
     assert_sysfs_gpus(report, DGX_A100)
     assert report.warnings == ()  # NVML was left out on purpose, nothing went wrong
 

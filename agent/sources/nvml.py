@@ -53,9 +53,10 @@ def discover_gpus(
     nvml: ModuleType | None,
     allow_fake_root: bool = False,
 ) -> GpuReport:
-    """The host's GPUs; ``allow_fake_root`` lets NVML describe a host read from another root (tests)."""
+    """The host's GPUs; ``allow_fake_root`` lets NVML describe a host whose /sys is read from another root
+    (a DaemonSet that mounts the host's /sys at /host; tests with a fake NVML)."""
     if nvml is None:
-        return _from_sysfs(pci_devices, "pynvml is not available", failed=False)
+        return _from_sysfs(pci_devices, "NVML not used (disabled, or pynvml not installed)", failed=False)
     if not fs.is_live and not allow_fake_root:
         return _from_sysfs(pci_devices, f"host root {fs.root} is not the live host", failed=False)
     try:
