@@ -235,6 +235,7 @@ class NodeTopology:
     kubelet: KubeletSettings | None = None
     zone_resources: tuple[ZoneResources, ...] = ()  # per NUMA zone, from the kubelet's PodResources API
     pods_fingerprint: str | None = None  # of the pods the zone availability accounts for
+    pods_fingerprint_method: str | None = None  # the podfingerprint method: "all", "with-exclusive-resources"
     warnings: tuple[DiscoveryWarning, ...] = field(default=())
     schema_version: int = SCHEMA_VERSION
 

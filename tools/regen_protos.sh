@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Regenerates the Python code of every .proto under proto/: messages (*_pb2.py), gRPC stubs (*_pb2_grpc.py)
+# and typed stubs for both (*.pyi, mypy-protobuf). The generated files are committed; the generator versions
+# are pinned in pyproject.toml's `test` extra because their output embeds them.
+#
+#   tools/regen_protos.sh           regenerate in place (and delete generated files whose .proto is gone)
+#   tools/regen_protos.sh --check   regenerate into a scratch folder; exit 1 when anything would change
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Each directory of .proto files names the Python package its code is generated into. The package, not the
+# proto path, becomes the import path the generated code uses (k8s.io/... is not importable). A new .proto in a
+# listed directory is picked up as it is; a new directory needs its line here, and the script says so.
+declare -A PACKAGE_FOR=(
+  ["k8s.io/kubelet/pkg/apis/podresources/v1"]="agent/podresources/v1"
+)
+GENERATED_GLOBS=('*_pb2.py' '*_pb2.pyi' '*_pb2_grpc.py' '*_pb2_grpc.pyi')
+
+mode=write
+case "${1:-}" in
+  "") ;;
+  --check) mode=check ;;
+  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
+esac
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+mapfile -t proto_dirs < <(find proto -name '*.proto' -printf '%h\n' | sed 's|^proto/||' | sort -u)
+for dir in "${proto_dirs[@]}"; do
+  package=${PACKAGE_FOR[$dir]:-}
+  if [[ -z $package ]]; then
+    echo "error: proto/$dir has .proto files but no Python package; add it to PACKAGE_FOR in $0" >&2
+    exit 2
+  fi
+  mapfile -t protos < <(find "proto/$dir" -maxdepth 1 -name '*.proto' | sort)
+  # -I<package>=<dir> makes protoc see each file as <package>/<name>.proto, so the generated imports are
+  # `from <package as dotted path> import ..._pb2`.
+  python -m grpc_tools.protoc "-I$package=proto/$dir" \
+    --python_out="$scratch" --grpc_python_out="$scratch" \
+    --mypy_out="$scratch" --mypy_grpc_out="$scratch" \
+    "${protos[@]}" 2> >(grep -v '^Writing mypy to ' >&2)
+done
+
+# Generated files the work tree holds now (committed or not), to spot stale ones.
+mapfile -t existing < <(git ls-files --cached --others --exclude-standard -- "${GENERATED_GLOBS[@]}" | sort -u)
+mapfile -t generated < <(cd "$scratch" && find . -type f -printf '%P\n' | sort)
+
+if [[ $mode == check ]]; then
+  status=0
+  for file in "${generated[@]}"; do
+    if ! cmp -s "$scratch/$file" "$file"; then
+      echo "out of date: $file" >&2
+      status=1
+    fi
+  done
+  for file in "${existing[@]}"; do
+    if [[ ! -e $scratch/$file ]]; then
+      echo "stale (its .proto is gone): $file" >&2
+      status=1
+    fi
+  done
+  if ((status)); then
+    echo "generated protobuf code differs from proto/; run tools/regen_protos.sh and commit the result" >&2
+  fi
+  exit "$status"
+fi
+
+for file in "${existing[@]}"; do
+  [[ -e $scratch/$file ]] || rm -f -- "$file"
+done
+for file in "${generated[@]}"; do
+  mkdir -p "$(dirname "$file")"
+  cp "$scratch/$file" "$file"
+done
+echo "regenerated ${#generated[@]} files from ${#proto_dirs[@]} proto directories"
