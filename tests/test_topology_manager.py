@@ -455,8 +455,9 @@ def test_init_container_cpus_are_reused() -> None:
     app = Container("app", cpu_millis=16000, memory=1 << 30)
     result = admit(node, Pod((app,), (init,), QOSClass.GUARANTEED))
     assert result.admit
-    # The memory manager prefers one cell for 1 GiB, so the merged two-cell hint is not preferred.
-    assert [a.hint for a in result.affinities] == [pref(0), nonpref(0, 1)]
+    # The init container's 1 GiB went to cell 0 alone, which bars cell 0 from a cross-NUMA memory hint
+    # (calculateHints): the memory manager offers {0} and {1} only, so the CPUs' {0,1} merges down to {0}.
+    assert [a.hint for a in result.affinities] == [pref(0), nonpref(0)]
 
 
 # --- property: the merge against a brute-force reference ---------------------------------------------

@@ -93,7 +93,9 @@ def _container_hints(state: NodeState, pod: Pod, container: Container) -> list[P
 
 def _pod_hints(state: NodeState, pod: Pod) -> list[ProviderHints]:
     """``podScope.accumulateProvidersHints``: the providers' ``GetPodTopologyHints``."""
-    memory_names = {name for c in pod.all_containers() for name in memory_requests(c)}
+    # getPodRequestedResources keys the pod's memory request by what the app containers ask for;
+    # a resource only an init container requests is not part of the pod-level hint.
+    memory_names = {name for c in pod.containers for name in memory_requests(c)}
     device_names = {name for c in pod.all_containers() for name in device_requests(c)}
     memory = {n: pod_level_request(pod, _request_of(memory_requests, n)) for n in sorted(memory_names)}
     devices = {n: pod_level_request(pod, _request_of(device_requests, n)) for n in sorted(device_names)}

@@ -72,6 +72,8 @@ class NodeState:
         self.free_memory = {(i, p.resource): p.free for i in self.cell_ids for p in cells[i].memory}
         self.memory_group = {i: cells[i].memory_group or (i,) for i in self.cell_ids}
         self.memory_assignments = {i: cells[i].memory_assignments for i in self.cell_ids}
+        # initContainersReusableMemory of the pod being admitted: (mask ids, resource) -> bytes.
+        self.reusable_memory: dict[tuple[tuple[int, ...], str], int] = {}
         self.free_devices = [g.free for g in node.devices]
         self.reusable_devices = [0 for _ in node.devices]  # devicesToReuse
 
@@ -156,16 +158,28 @@ class NodeState:
             min_affinity_size = min(min_affinity_size, mask.count())
             if single and len(self.memory_group[bits[0]]) > 1:
                 continue  # this cell's memory is already part of a multi-NUMA group
-            if not single and any(
-                self.memory_assignments[i] > 0
-                and (len(self.memory_group[i]) == 1 or sorted(self.memory_group[i]) != list(bits))
-                for i in bits
+            if not single and self._violates_memory_groups(bits):
+                continue
+            # The free check counts what this pod's init containers left on exactly this mask
+            # (getPodReusableMemory).
+            if any(
+                self._memory_sum(self.free_memory, bits, r) + self.reusable_memory.get((bits, r), 0) < size
+                for r, size in requests.items()
             ):
-                continue  # used alone, or by another group: cannot join this one (areGroupsEqual)
-            if any(self._memory_sum(self.free_memory, bits, r) < size for r, size in requests.items()):
                 continue
             possible.append(mask)
         return {r: [TopologyHint(m, m.count() == min_affinity_size) for m in possible] for r in requests if possible}
+
+    def _violates_memory_groups(self, bits: tuple[int, ...]) -> bool:
+        """``isAffinityViolatingNUMAAllocations`` (and the same test inside ``calculateHints``): a cell
+        already used alone, or by another group, cannot join a multi-NUMA allocation (``areGroupsEqual``)."""
+        if len(bits) == 1:
+            return False
+        return any(
+            self.memory_assignments[i] > 0
+            and (len(self.memory_group[i]) == 1 or tuple(sorted(self.memory_group[i])) != bits)
+            for i in bits
+        )
 
     def memory_provider(self, pod: Pod, requests: dict[str, int]) -> ProviderHints:
         if self.node.kubelet.memory_manager_policy is not MemoryManagerPolicy.STATIC:
@@ -177,46 +191,57 @@ class NodeState:
         return self.memory_hints(requests)
 
     def allocate_memory(self, pod: Pod, requests: dict[str, int], hint: TopologyHint, *, init_container: bool) -> None:
-        """``staticPolicy.Allocate``: default hint for a nil affinity, extend a too-small one, then take."""
+        """``staticPolicy.Allocate``: default hint for a nil affinity, extend a too-small one, check the
+        single/cross-NUMA rule, then take the memory (``updateMachineState``) less what this pod's init
+        containers left on the same mask, and record what an init container leaves behind
+        (``updatePodReusableMemory``). ``init_container`` is ``isRegularInitContainer``."""
         if self.node.kubelet.memory_manager_policy is not MemoryManagerPolicy.STATIC:
             return
         if pod.qos is not QOSClass.GUARANTEED or not requests:
             return
-        hints = self.memory_hints(requests)
-        candidates = next(iter(hints.values()), [])
+        # getDefaultHint and extendTopologyManagerHint look at the regular memory hints only; a Guaranteed
+        # container always requests memory.
+        candidates = self.memory_hints(requests).get(MEMORY, [])
         best = hint
         if best.affinity is None:
             if not candidates:
                 raise AllocationError(
-                    "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory"
+                    "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is "
+                    "available"
                 )
             default = _find_best_hint(candidates)
             if not default.preferred and best.preferred:
                 raise AllocationError("[memorymanager] failed to find the default preferred hint")
             best = default
         assert best.affinity is not None
+        # isAffinitySatisfyRequest: free memory only, reusable memory not counted.
         if not all(self._memory_sum(self.free_memory, best.affinity.ids, r) >= s for r, s in requests.items()):
             wanted = set(best.affinity.ids)
             extended = [h for h in candidates if h.affinity is not None and wanted <= set(h.affinity.ids)]
             if not extended:
-                raise AllocationError("failed to find NUMA nodes to extend the current topology hint")
+                raise AllocationError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
             extension = _find_best_hint(extended)
             if not extension.preferred and best.preferred:
                 raise AllocationError("[memorymanager] failed to find the extended preferred hint")
             best = extension
         assert best.affinity is not None
         bits = best.affinity.ids
-        if init_container:
-            return  # the memory of init containers is reused by the containers after them
+        if self._violates_memory_groups(bits):
+            raise AllocationError("[memorymanager] preferred hint violates NUMA node allocation")
         for resource, size in requests.items():
-            remaining = size
-            for i in bits:
+            reusable = self.reusable_memory.get((bits, resource), 0)
+            remaining = max(size - reusable, 0)
+            for i in bits:  # updateMachineState: every cell of the mask, once per memory type
+                self.memory_assignments[i] += 1
+                self.memory_group[i] = bits
                 take = min(self.free_memory.get((i, resource), 0), remaining)
-                self.free_memory[(i, resource)] -= take
-                remaining -= take
-        for i in bits:
-            self.memory_group[i] = bits
-            self.memory_assignments[i] += 1
+                if take > 0:
+                    self.free_memory[(i, resource)] -= take
+                    remaining -= take
+            if init_container:
+                self.reusable_memory[(bits, resource)] = max(reusable, size)
+            elif reusable:
+                self.reusable_memory[(bits, resource)] = max(reusable - size, 0)
 
     @staticmethod
     def _memory_sum(pools: dict[tuple[int, str], int], cells: Iterable[int], resource: str) -> int:
