@@ -1,0 +1,74 @@
+"""``kubectl kubenexus NODE``: a node's topology as its agent published it.
+
+Installed as the ``kubectl-kubenexus`` console script, which kubectl finds on PATH as a plugin.
+It reads only what the cluster holds (the Node's annotation, or its NodeResourceTopology) and
+decodes it with the codecs the agent wrote it with, so what it shows is what the scheduler sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agent.publish import ApiUnavailable, Published, PublishError, connect, read_published
+from agent.topology.json_codec import dumps
+from agent.topology.labels import MODEL_KEY, decode_node_metadata
+from agent.topology.model import NodeTopology
+from agent.topology.nrt import decode_nrt
+from agent.topology.table import render_table
+from agent.topology.topo_matrix import render_topo_matrix
+
+EXIT_ERROR = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubectl kubenexus",
+        description="Show a node's NUMA cells, GPUs and link matrix as kubenexus-agent published them.",
+    )
+    parser.add_argument("node", metavar="NODE")
+    parser.add_argument(
+        "--source",
+        choices=["auto", "annotation", "nrt"],
+        default="auto",
+        help="read the Node's model annotation, the NodeResourceTopology, or the first present (default)",
+    )
+    parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="like kubectl: default $KUBECONFIG, then ~/.kube/config")
+    parser.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        api = connect(args.kubeconfig, context=args.context, in_cluster=False)
+        published = read_published(api, args.node)
+        topology, origin = _decode(args.node, published, args.source)
+    except (ApiUnavailable, PublishError, ValueError) as error:
+        print(f"kubectl-kubenexus: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        sys.stdout.write(dumps(topology, indent=2) + "\n")
+        return 0
+    sys.stdout.write(f"Node {args.node} (from the {origin})\n\n")
+    sys.stdout.write(render_table(topology))
+    if topology.gpus or topology.nics:
+        sys.stdout.write("\nLinks\n")
+        sys.stdout.write(render_topo_matrix(topology))
+    return 0
+
+
+def _decode(node: str, published: Published, source: str) -> tuple[NodeTopology, str]:
+    """The topology and where it came from; ValueError (one sentence) when nothing usable is there."""
+    if source == "annotation" or (source == "auto" and MODEL_KEY in published.annotations):
+        return decode_node_metadata(published.labels, published.annotations), "Node annotation"
+    if source in ("auto", "nrt") and published.nrt is not None:
+        return decode_nrt(published.nrt), "NodeResourceTopology"
+    wanted = {"auto": "topology", "annotation": "model annotation", "nrt": "NodeResourceTopology"}[source]
+    raise ValueError(f"node {node!r} has no published {wanted} yet (is kubenexus-agent running on it?)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
