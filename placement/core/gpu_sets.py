@@ -1,0 +1,423 @@
+"""Which k of a node's free GPUs a request gets: link quality, NUMA alignment, fragmentation.
+
+A ``GpuLinkTable`` is built once per node from its ``NodeTopology`` (pair ranks, NUMA nodes and the
+groups of interchangeable GPUs); ``choose_gpu_set`` then answers each request from that table.
+
+Pair rank, higher is better, from the link the topology reports for the pair (``nvidia-smi topo -m``
+order; a pair the topology does not report is ranked below SYS so that it is never preferred)::
+
+    unknown 0 < SYS 1 < NODE 2 < PHB 3 < PXB 4 < PIX 5 < NV1 6 < NV2 7 < ... < NV<n> 5+n
+
+Ranks are ordinal: the matrix tells path classes and link counts, not bandwidths, so no scale finer
+than "which is better" is claimed.
+
+The score of a set S, compared lexicographically, best first:
+
+1. fewest GPUs outside ``numa_preference`` (only when one is given; a GPU with unknown NUMA is outside);
+2. highest weakest pair rank: a collective over the set (ring or tree all-reduce) runs at the pace of
+   its slowest hop, so the bottleneck decides first;
+3. highest sum of pair ranks: among sets with the same bottleneck, the one with more fast pairs;
+4. fewest NUMA nodes spanned, a GPU whose NUMA node is unknown counting as a node of its own (locality
+   the host did not show is never promised); on NVSwitch nodes, where 2 and 3 tie, this decides.
+
+Among sets equal on 1-4, fragmentation decides: with R the GPUs left free after taking S,
+
+5. for each likely future size f (the powers of two from the largest that fits in R down to 2, largest
+   first, since large requests are the hardest to place well), the best score (2-4) that an f-set of R
+   could still get, higher first; then the sum of pair ranks within R, higher first (the choice that
+   breaks the fewest good pairs, e.g. the GPU whose NVLink-bridge partner is already in use);
+6. the lowest GPU indices (the sorted index tuple, lexicographically): deterministic.
+
+Search: GPUs that are interchangeable (the same NUMA node and the same rank to every other GPU; such
+"twins" form groups whose internal pairs share one rank too) are grouped once per node, and a choice
+is a count per group. An NVSwitch node has one group per NUMA node, an NVLink-bridge node one group
+per bridged pair, so the search visits a handful of count vectors instead of C(n, k) subsets. The
+count vectors are searched depth first with branch and bound on criteria 1-4 (each partial choice
+bounds what any completion can reach), keeping every vector tied with the best; only the tied ones
+are scored for fragmentation, and a tied choice that misses one of the best f-sets of all free GPUs
+is known to leave that set's score without a search of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agent.topology.model import DeviceLink, NodeTopology, PathKind
+
+UNKNOWN_RANK = 0
+_PCIE_RANKS = {PathKind.SYS: 1, PathKind.NODE: 2, PathKind.PHB: 3, PathKind.PXB: 4, PathKind.PIX: 5}
+_NVLINK_BASE = max(_PCIE_RANKS.values())  # NV<n> ranks above every PCIe class: one NVLink beats PIX
+_LABELS = {rank: kind.value for kind, rank in _PCIE_RANKS.items()} | {UNKNOWN_RANK: "unknown"}
+_NO_PAIR = 1 << 30  # the weakest rank of a set with no pairs: nothing in it can be a bottleneck
+
+# (-outside preference, weakest rank, rank sum, -NUMA span): larger is better.
+_Key = tuple[int, int, int, int]
+_Counts = tuple[int, ...]
+# A choice in progress: (weakest rank, rank sum, GPUs outside the preference, NUMA span).
+_Partial = tuple[int, int, int, int]
+
+
+def link_rank(link: DeviceLink) -> int:
+    """The pair rank of one link (see the module docstring)."""
+    if link.path is PathKind.NVLINK:
+        return _NVLINK_BASE + max(link.nvlinks, 1)  # an NVLINK pair with no count still has a link
+    return _PCIE_RANKS.get(link.path, UNKNOWN_RANK)
+
+
+def rank_label(rank: int) -> str:
+    """The ``nvidia-smi topo -m`` name of a pair rank: ``NV12``, ``PIX``, ``SYS``, or ``unknown``."""
+    return _LABELS.get(rank, f"NV{rank - _NVLINK_BASE}")
+
+
+@dataclass(frozen=True)
+class GpuLinkTable:
+    """One node's GPUs as ``choose_gpu_set`` needs them; build it with ``build_gpu_link_table``.
+
+    GPUs are addressed by position (their order in ``gpus``) inside the table and by index outside.
+    """
+
+    gpus: tuple[int, ...]  # GPU indices, ascending
+    numa_nodes: tuple[int | None, ...]  # the host NUMA node of each GPU; None where the host did not say
+    ranks: tuple[tuple[int, ...], ...]  # pair rank by position; the diagonal is 0
+    groups: tuple[tuple[int, ...], ...]  # positions of interchangeable GPUs, lowest first
+    group_numa: tuple[int | None, ...]
+    group_internal_rank: tuple[int, ...]  # the rank between two members; 0 for a single GPU
+    group_ranks: tuple[tuple[int, ...], ...]  # the rank between a member of one group and one of another
+
+
+def build_gpu_link_table(topology: NodeTopology) -> GpuLinkTable:
+    """Pair ranks, NUMA nodes and interchangeable groups of the node's GPUs; links to NICs are ignored."""
+    gpus = tuple(sorted({gpu.index for gpu in topology.gpus}))
+    position = {f"GPU{index}": place for place, index in enumerate(gpus)}
+    numa_by_index = {gpu.index: gpu.numa_node for gpu in topology.gpus}
+    numa_nodes = tuple(numa_by_index[index] for index in gpus)
+    size = len(gpus)
+    ranks = [[UNKNOWN_RANK] * size for _ in range(size)]
+    for link in topology.links:
+        first, second = position.get(link.a), position.get(link.b)
+        if first is not None and second is not None and first != second:
+            ranks[first][second] = ranks[second][first] = link_rank(link)
+    groups = _twin_groups(ranks, numa_nodes)
+    return GpuLinkTable(
+        gpus=gpus,
+        numa_nodes=numa_nodes,
+        ranks=tuple(tuple(row) for row in ranks),
+        groups=groups,
+        group_numa=tuple(numa_nodes[members[0]] for members in groups),
+        group_internal_rank=tuple(ranks[members[0]][members[1]] if len(members) > 1 else 0 for members in groups),
+        group_ranks=tuple(tuple(ranks[mine[0]][theirs[0]] for theirs in groups) for mine in groups),
+    )
+
+
+def _twin_groups(ranks: Sequence[Sequence[int]], numa_nodes: Sequence[int | None]) -> tuple[tuple[int, ...], ...]:
+    # Being twins (same NUMA node, same rank to every third GPU) is an equivalence relation, and the
+    # pairs inside a group all share one rank, so comparing a GPU with each group's first member is enough.
+    size = len(numa_nodes)
+    groups: list[list[int]] = []
+    for gpu in range(size):
+        for members in groups:
+            first = members[0]
+            if numa_nodes[first] == numa_nodes[gpu] and all(
+                ranks[first][other] == ranks[gpu][other] for other in range(size) if other not in (first, gpu)
+            ):
+                members.append(gpu)
+                break
+        else:
+            groups.append([gpu])
+    return tuple(tuple(members) for members in groups)
+
+
+@dataclass(frozen=True)
+class SetScore:
+    """Criteria 2-4 of the module docstring for one GPU set."""
+
+    weakest_rank: int | None  # None for a set of fewer than two GPUs
+    rank_sum: int
+    numa_span: int
+
+    @property
+    def weakest_link(self) -> str | None:
+        return None if self.weakest_rank is None else rank_label(self.weakest_rank)
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """Criterion 5 for the GPUs a choice leaves free."""
+
+    best_left: tuple[tuple[int, SetScore], ...]  # (future size, best set still free), largest size first
+    left_rank_sum: int  # the sum of pair ranks among the GPUs left free
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    """The chosen GPUs and why: every criterion of the module docstring, as it came out."""
+
+    gpus: tuple[int, ...]  # GPU indices, ascending
+    score: SetScore  # criteria 2-4
+    numa_nodes: tuple[int, ...]  # the known NUMA nodes of the chosen GPUs, ascending
+    outside_preference: int  # criterion 1; 0 when no preference was given
+    tied: int  # how many choices were equal on criteria 1-4
+    fragmentation: Fragmentation | None  # criterion 5 for the chosen set; None when criteria 1-4 decided alone
+
+
+def score_gpu_set(table: GpuLinkTable, gpus: Iterable[int]) -> SetScore:
+    """Criteria 2-4 for any set of the node's GPUs (e.g. one another allocator chose)."""
+    positions = _positions(table, gpus)
+    weakest = _NO_PAIR
+    total = 0
+    for place, first in enumerate(positions):
+        for second in positions[place + 1 :]:
+            rank = table.ranks[first][second]
+            weakest = min(weakest, rank)
+            total += rank
+    known = {table.numa_nodes[p] for p in positions if table.numa_nodes[p] is not None}
+    unknown = sum(1 for p in positions if table.numa_nodes[p] is None)
+    return SetScore(None if weakest == _NO_PAIR else weakest, total, len(known) + unknown)
+
+
+def choose_gpu_set(
+    table: GpuLinkTable, free: frozenset[int], k: int, *, numa_preference: frozenset[int] | None = None
+) -> GpuChoice | None:
+    """The best k-set of the ``free`` GPU indices by the module docstring's rules; None if fewer are free.
+
+    ``numa_preference`` is soft: it ranks first, but a set outside it is still returned when nothing
+    inside fits. Pass only the allowed GPUs in ``free`` to make a placement rule hard.
+    """
+    if k < 0:
+        raise ValueError(f"a GPU request cannot be negative (asked for {k})")
+    _positions(table, free)  # rejects GPUs the node does not have
+    if k > len(free):
+        return None
+    members = [tuple(p for p in group if table.gpus[p] in free) for group in table.groups]
+    live = [g for g, group in enumerate(members) if group]
+    # Best-connected groups first: the search then meets a strong choice early and prunes more.
+    live.sort(
+        key=lambda g: (
+            -sum(len(members[h]) * table.group_ranks[g][h] for h in live if h != g)
+            - (len(members[g]) - 1) * table.group_internal_rank[g]
+        )
+    )
+    search = _GroupSearch(table, live, [len(members[g]) for g in live], numa_preference)
+    best, tied = search.best(k)
+    fragmentation = None
+    finalists = tied
+    if len(tied) > 1:
+        finalists, fragmentation = search.least_fragmenting(tied)
+    # Interchangeable GPUs are equal on every criterion, so each group gives its lowest indices (rule 6).
+    chosen = min(
+        tuple(sorted(table.gpus[p] for g, count in zip(live, counts, strict=True) for p in members[g][:count]))
+        for counts in finalists
+    )
+    outside, weakest, total, span = best
+    return GpuChoice(
+        gpus=chosen,
+        score=_set_score(weakest, total, span),
+        numa_nodes=tuple(sorted({n for i in chosen if (n := table.numa_nodes[table.gpus.index(i)]) is not None})),
+        outside_preference=-outside,
+        tied=len(tied),
+        fragmentation=fragmentation,
+    )
+
+
+def _set_score(weakest: int, total: int, negative_span: int) -> SetScore:
+    return SetScore(None if weakest == _NO_PAIR else weakest, total, -negative_span)
+
+
+def _positions(table: GpuLinkTable, gpus: Iterable[int]) -> list[int]:
+    place = {index: p for p, index in enumerate(table.gpus)}
+    unknown = sorted(set(gpus) - place.keys())
+    if unknown:
+        raise ValueError(f"GPU indices {unknown} are not on this node (its GPUs: {list(table.gpus)})")
+    return sorted(place[index] for index in gpus)
+
+
+class _GroupSearch:
+    """Branch and bound over how many GPUs each group of interchangeable free GPUs gives."""
+
+    def __init__(
+        self, table: GpuLinkTable, live: Sequence[int], available: Sequence[int], preference: frozenset[int] | None
+    ) -> None:
+        self.available = list(available)
+        self.numa = [table.group_numa[g] for g in live]
+        self.internal = [table.group_internal_rank[g] for g in live]
+        self.ranks = [[table.group_ranks[g][h] for h in live] for g in live]
+        self.inside = [preference is None or (table.group_numa[g] in preference) for g in live]
+
+    def best(self, k: int) -> tuple[_Key, list[_Counts]]:
+        """The best key for a k-set of the free GPUs and every count vector reaching it."""
+        return _Run(self, self.available, self.inside, keep_ties=True).solve(k)
+
+    def least_fragmenting(self, tied: Sequence[_Counts]) -> tuple[list[_Counts], Fragmentation]:
+        """Criterion 5: the tied count vectors that leave the best GPUs free, and what they leave."""
+        remaining = sum(self.available) - sum(tied[0])
+        sizes = []
+        size = 2
+        while size <= remaining:
+            sizes.append(size)
+            size *= 2
+        lefts = {counts: [have - used for have, used in zip(self.available, counts, strict=True)] for counts in tied}
+        # Future requests bring preferences of their own: every group counts as inside here.
+        anywhere = [True] * len(self.available)
+        # Candidates that leave the most connectivity free tend to leave the best sets too: trying them
+        # first raises the floor early.
+        survivors = sorted(tied, key=lambda counts: -self._rank_sum(lefts[counts]))
+        best_left: list[tuple[int, SetScore]] = []
+        for size in reversed(sizes):
+            # No choice leaves better than the best f-sets of all free GPUs, and a choice that misses
+            # one of them leaves exactly that: often the question is settled without a search per choice.
+            top, top_sets = _Run(self, self.available, anywhere, keep_ties=True).solve(size)
+            missing_one = [
+                counts
+                for counts in survivors
+                if any(
+                    all(a + b <= have for a, b, have in zip(counts, v, self.available, strict=True)) for v in top_sets
+                )
+            ]
+            if missing_one:
+                survivors = missing_one
+                best_left.append((size, _set_score(top[1], top[2], top[3])))
+                continue
+            # Otherwise the best key so far is the floor for the next choice's search: one that cannot
+            # reach it is out, and the search proves that with far fewer visits than finding its own best.
+            floor: _Key | None = None
+            level: list[_Counts] = []
+            for counts in survivors:
+                key, reached = _Run(self, lefts[counts], anywhere, keep_ties=False).solve(size, floor)
+                if floor is None or key > floor:
+                    floor, level = key, [counts]
+                elif reached:  # equal to the floor
+                    level.append(counts)
+            assert floor is not None
+            survivors = level
+            best_left.append((size, _set_score(floor[1], floor[2], floor[3])))
+        sums = {counts: self._rank_sum(lefts[counts]) for counts in survivors}
+        most = max(sums.values())
+        return [counts for counts in survivors if sums[counts] == most], Fragmentation(tuple(best_left), most)
+
+    def _rank_sum(self, left: Sequence[int]) -> int:
+        total = 0
+        for g, count in enumerate(left):
+            total += count * (count - 1) // 2 * self.internal[g]
+            for h in range(g + 1, len(left)):
+                total += count * left[h] * self.ranks[g][h]
+        return total
+
+
+class _Run:
+    """One depth-first search; groups are visited in order, taking as many as possible first.
+
+    The bound at a partial choice: every GPU still to come adds its pairs to the GPUs already
+    placed (at most the best ``left`` of the per-group sums kept in ``_attach``, and a weakest
+    pair no better than the best per-group minimum in ``_attach_min``) and pairs among
+    themselves (at most the best rank between groups not yet visited).
+    """
+
+    def __init__(self, search: _GroupSearch, available: list[int], inside: list[bool], *, keep_ties: bool) -> None:
+        self._s = search
+        self._available = available
+        self._inside = inside
+        self._keep_ties = keep_ties
+        count = len(available)
+        self._capacity_from = [0] * (count + 1)
+        self._inside_from = [0] * (count + 1)
+        self._top_among_from = [0] * (count + 1)  # best rank of a pair within groups g.. (no pair: 0)
+        for g in reversed(range(count)):
+            own = [search.internal[g]] if available[g] > 1 else []
+            later = [search.ranks[g][h] for h in range(g + 1, count) if available[h] > 0] if available[g] else []
+            self._capacity_from[g] = self._capacity_from[g + 1] + available[g]
+            self._inside_from[g] = self._inside_from[g + 1] + (available[g] if inside[g] else 0)
+            self._top_among_from[g] = max([self._top_among_from[g + 1], *own, *later])
+        self._counts = [0] * count
+        self._taken: list[int] = []  # groups with a positive count, in visiting order
+        self._attach = [0] * count  # per group: the rank sum from one of its GPUs to all GPUs placed
+        self._attach_min = [_NO_PAIR] * count  # per group: the weakest rank from one of its GPUs to one placed
+        self._numa_users: dict[int, int] = {}
+        self._best: _Key | None = None
+        self._tied: list[_Counts] = []
+
+    def solve(self, k: int, floor: _Key | None = None) -> tuple[_Key, list[_Counts]]:
+        """The best key for a k-set and the count vectors reaching it (one unless keeping ties).
+
+        With a ``floor`` only keys at least that good count: the vectors are empty and the floor
+        comes back when none reaches it.
+        """
+        self._best = floor
+        self._visit(0, k, 0, (_NO_PAIR, 0, 0, 0))
+        assert self._best is not None  # k never exceeds the capacity: callers check
+        return self._best, self._tied
+
+    def _bound(self, g: int, left: int, partial: _Partial) -> _Key:
+        weakest, total, outside, span = partial
+        gains: list[tuple[int, int]] = []
+        reachable_weakest = 0
+        for h in range(g, len(self._available)):
+            if self._available[h]:
+                gains.append((self._attach[h], self._available[h]))
+                reachable_weakest = max(reachable_weakest, self._attach_min[h])
+        gains.sort(reverse=True)
+        gain = 0
+        still = left
+        for value, capacity in gains:
+            take = min(capacity, still)
+            gain += take * value
+            still -= take
+            if not still:
+                break
+        among = self._top_among_from[g]
+        bound_weakest = min(weakest, reachable_weakest, among if left > 1 else _NO_PAIR)
+        return (
+            -(outside + max(0, left - self._inside_from[g])),
+            bound_weakest,
+            total + gain + left * (left - 1) // 2 * among,
+            -span,
+        )
+
+    def _visit(self, g: int, left: int, placed: int, partial: _Partial) -> None:
+        weakest, total, outside, span = partial
+        if left == 0:
+            self._record((-outside, weakest, total, -span))
+            return
+        if self._capacity_from[g] < left:
+            return
+        if self._best is not None:
+            bound = self._bound(g, left, partial)
+            # Without ties to collect, a branch that can at best equal a found key is not worth a visit.
+            if bound < self._best or (bound == self._best and self._tied and not self._keep_ties):
+                return
+        s = self._s
+        ranks = s.ranks[g]
+        for count in range(min(self._available[g], left), 0, -1):
+            new_weakest, new_total = weakest, total + count * self._attach[g]
+            if placed:
+                new_weakest = min(new_weakest, self._attach_min[g])
+            if count > 1:
+                new_weakest = min(new_weakest, s.internal[g])
+                new_total += count * (count - 1) // 2 * s.internal[g]
+            numa = s.numa[g]
+            if numa is None:
+                new_span = span + count
+            else:
+                new_span = span + (0 if self._numa_users.get(numa, 0) else 1)
+                self._numa_users[numa] = self._numa_users.get(numa, 0) + 1
+            new_outside = outside + (0 if self._inside[g] else count)
+            saved_min = self._attach_min[:]
+            for h, rank in enumerate(ranks):
+                self._attach[h] += count * rank
+                self._attach_min[h] = min(self._attach_min[h], rank)
+            self._counts[g] = count
+            self._visit(g + 1, left - count, placed + count, (new_weakest, new_total, new_outside, new_span))
+            self._counts[g] = 0
+            for h, rank in enumerate(ranks):
+                self._attach[h] -= count * rank
+            self._attach_min = saved_min
+            if numa is not None:
+                self._numa_users[numa] -= 1
+        self._visit(g + 1, left, placed, partial)
+
+    def _record(self, key: _Key) -> None:
+        if self._best is None or key > self._best:
+            self._best = key
+            self._tied = [tuple(self._counts)]
+        elif key == self._best and (self._keep_ties or not self._tied):
+            self._tied.append(tuple(self._counts))
