@@ -1,0 +1,120 @@
+"""One placement decision, pure: rank the candidate nodes, then plan the pod on the best one that holds.
+
+``rank`` filters and scores every candidate at once (``feasibility``, ``scoring``). ``plan_on_node`` then
+checks the node it is given with the exact Topology Manager model, which also says which NUMA cells the
+kubelet will pin the pod to; the intent's cell rules are checked against THAT choice (the kubelet, not
+us, picks the cells), and the GPU set is chosen within those cells. The caller (``placement.state``)
+tries the ranked nodes in order and reserves the first plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.core.feasibility import (
+    FilterResult,
+    FloatArray,
+    IntArray,
+    NodeArrays,
+    PodDemand,
+    filter_nodes,
+    node_resources,
+    pod_of,
+)
+from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
+from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.scoring import Scores, ScoringWeights, score_nodes
+from placement.core.topology_manager import admit
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    filtered: FilterResult
+    scores: Scores  # of the feasible rows, in ``filtered`` order
+    order: IntArray  # positions into ``scores.rows``, best first (ties: lower slot first)
+
+    def ranked_rows(self) -> IntArray:
+        ranked: IntArray = self.scores.rows[self.order]
+        return ranked
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    row: int
+    cells: tuple[int, ...]  # NUMA ids the pod is predicted to use
+    pinned: bool  # the kubelet pins the pod to ``cells`` (an aligned merged hint); else our prediction
+    gpus: tuple[int, ...]  # GPU indices chosen; () when no GPU is asked for or the node has no link table
+
+
+def rank(
+    arrays: NodeArrays,
+    rows: IntArray,
+    demand: PodDemand,
+    *,
+    intent: PodIntent | None = None,
+    weights: ScoringWeights | None = None,
+    gang: FloatArray | None = None,
+) -> Ranking:
+    """Filter ``rows`` and score the feasible ones; ``gang`` is aligned with ``rows``."""
+    filtered = filter_nodes(arrays, rows, demand, intent)
+    feasible = rows[filtered.feasible]
+    scores = score_nodes(
+        arrays,
+        feasible,
+        demand,
+        intent=intent,
+        weights=weights,
+        gang=None if gang is None else gang[filtered.feasible],
+    )
+    order = np.lexsort((feasible, -scores.total))
+    return Ranking(filtered=filtered, scores=scores, order=order.astype(np.int64))
+
+
+def plan_on_node(
+    arrays: NodeArrays,
+    row: int,
+    demand: PodDemand,
+    *,
+    intent: PodIntent | None,
+    landing_cell: int,
+    gpu_table: GpuLinkTable | None,
+    free_gpus: frozenset[int],
+) -> NodePlan | str:
+    """The plan for ``row``, or why the node does not hold after all (a reason string)."""
+    result = admit(node_resources(arrays, row), pod_of(demand))
+    if not result.admit:
+        return f"kubelet {result.reason}: {result.message}"
+    count = int(arrays.numa_count[row])
+    ids = [int(i) for i in arrays.cell_ids[row, :count]]
+    pinned_ids = sorted({i for a in result.affinities if a.hint.affinity is not None for i in a.hint.affinity.ids})
+    pinned = bool(pinned_ids)
+    if pinned:
+        cells = tuple(pinned_ids)
+    elif landing_cell >= 0:
+        cells = (ids[landing_cell],)
+    else:
+        cells = tuple(ids)
+    isolated = {ids[k] for k in range(len(ids)) if arrays.cell_isolated[row, k]}
+    if isolated & set(cells):
+        return f"NUMA cells {sorted(isolated & set(cells))} are held by an isolated pod"
+    if intent is not None:
+        allowed = intent.cells_allowed(ids)
+        if not set(cells) <= allowed:
+            return f"the kubelet would use NUMA cells {list(cells)}, outside the allowed {sorted(allowed)}"
+        if intent.policy in (NumaIntentPolicy.SINGLE_NUMA, NumaIntentPolicy.ISOLATED) and len(cells) != 1:
+            return f"intent {intent.policy}: the kubelet would use NUMA cells {list(cells)}"
+        if intent.policy is NumaIntentPolicy.ISOLATED:
+            claimed = {ids[k] for k in range(len(ids)) if arrays.cell_claimed[row, k]}
+            if claimed & set(cells):
+                return f"intent isolated: NUMA cell {cells[0]} already holds pods placed by us"
+    wanted = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
+    gpus: tuple[int, ...] = ()
+    if wanted and gpu_table is not None:
+        choice = choose_gpu_set(gpu_table, free_gpus, wanted, numa_preference=frozenset(cells) if pinned else None)
+        if choice is not None:
+            gpus = choice.gpus
+    return NodePlan(row=row, cells=cells, pinned=pinned, gpus=gpus)

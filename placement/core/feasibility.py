@@ -1,0 +1,608 @@
+"""The kubelet's admission decision, vectorised over nodes: which nodes would admit a pod, and why not.
+
+The index hands over per-node arrays (``NodeArrays``); this module answers for all of them at once with
+numpy, and only the nodes the vectorised rules cannot decide go through the exact, per-node port of the
+Topology Manager (``placement.core.topology_manager.admit``).
+
+The vectorised rules (pod scope, or a pod with one container; at most ``MAX_NUMA`` NUMA cells):
+
+* Providers. CPU (static CPU manager, Guaranteed pod with integral CPUs), memory (Static memory manager,
+  Guaranteed pod: memory and hugepages together, one joint hint list as ``calculateHints`` builds it),
+  and each device resource with NUMA topology on the node. Others give no hints and do not constrain.
+* For provider p and NUMA mask m (all masks as a [masks, cells] 0/1 matrix): ``fits_p[n, m]`` is free
+  capacity in m >= request (every resource of p); ``min_affinity_p[n]`` is the smallest popcount of a
+  mask whose TOTAL capacity covers the request (the kubelet judges "preferred" on total, not free);
+  ``preferred_p = fits_p & (popcount == min_affinity_p)``.
+* ``none`` and ``best-effort`` admit at the merge; the allocation must still succeed, which is the
+  node-level fit checked for every policy.
+* ``restricted`` admits iff some mask m is preferred by EVERY hinting provider: ``mergePermutation``
+  marks a merged hint preferred only when all its hints are preferred and all their masks are equal.
+* ``single-numa-node`` admits iff some cell u has ``fits_p({u})`` and ``min_affinity_p == 1`` for every
+  hinting provider (``filterSingleNumaHints`` keeps only preferred one-cell hints).
+
+Masks over cells a node lacks never matter: such a cell has zero total and zero free capacity, so a mask
+containing it is never the narrowest one that fits. Quantities are float64 (exact for integers below 2**53):
+cell arrays count CPUs, bytes and devices; node arrays count millicores, bytes and devices.
+
+Not decided here, sent to the exact model: a pod with several containers (init containers count) on a
+container-scope node whose Topology Manager aligns anything (the kubelet merges and allocates container by
+container), or on a node whose Static memory manager pins a Guaranteed pod's memory (each container's
+allocation forms NUMA groups that constrain the next one, whatever the scope).
+The memory manager's multi-NUMA groups are not published by the kubelet, so they are assumed absent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.topology_manager import (
+    Container,
+    CpuManagerPolicy,
+    DeviceGroup,
+    KubeletConfig,
+    MemoryManagerPolicy,
+    MemoryPool,
+    NodeResources,
+    NumaCellResources,
+    Pod,
+    QOSClass,
+    TopologyPolicy,
+    TopologyScope,
+    admit,
+)
+from placement.core.topology_manager.providers import (
+    device_requests,
+    guaranteed_cpus,
+    memory_requests,
+    pod_level_request,
+)
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+SmallIntArray = npt.NDArray[np.int8]
+CellIdArray = npt.NDArray[np.int16]
+
+MAX_NUMA = 8  # the kubelet's default max-allowable-numa-nodes; masks stay at 255
+CPU = "cpu"
+MEMORY = "memory"
+HUGEPAGES_PREFIX = "hugepages-"
+_MILLI = 1000.0
+
+
+class PolicyCode(enum.IntEnum):
+    NONE = 0
+    BEST_EFFORT = 1
+    RESTRICTED = 2
+    SINGLE_NUMA_NODE = 3
+
+
+class ScopeCode(enum.IntEnum):
+    CONTAINER = 0
+    POD = 1
+
+
+POLICY_CODES = {
+    TopologyPolicy.NONE.value: PolicyCode.NONE,
+    TopologyPolicy.BEST_EFFORT.value: PolicyCode.BEST_EFFORT,
+    TopologyPolicy.RESTRICTED.value: PolicyCode.RESTRICTED,
+    TopologyPolicy.SINGLE_NUMA_NODE.value: PolicyCode.SINGLE_NUMA_NODE,
+}
+_POLICY_OF_CODE = {code: TopologyPolicy(name) for name, code in POLICY_CODES.items()}
+
+
+def _all_masks(cells: int) -> tuple[FloatArray, IntArray]:
+    """Every non-empty subset of ``cells`` slots as a [2**cells - 1, cells] 0/1 matrix, with popcounts."""
+    values = np.arange(1, 1 << cells, dtype=np.int64)
+    matrix = ((values[:, None] >> np.arange(cells, dtype=np.int64)[None, :]) & 1).astype(np.float64)
+    return matrix, matrix.sum(axis=1).astype(np.int64)
+
+
+MASKS, POPCOUNT = _all_masks(MAX_NUMA)
+_NO_FIT = MAX_NUMA + 1  # min affinity of a provider whose request no mask's total covers
+
+
+def is_memory_resource(name: str) -> bool:
+    return name == MEMORY or name.startswith(HUGEPAGES_PREFIX)
+
+
+@dataclass(frozen=True)
+class NodeArrays:
+    """What the vectorised decision reads, one row per index slot (see ``ClusterIndex.arrays``).
+
+    ``cell_total`` is what the kubelet judges "preferred" on: every CPU of the cell, allocatable memory
+    and hugepages, every device; ``cell_free`` what it judges "possible" on. Slots past a node's cell
+    count hold zeros and ``cell_ids`` -1.
+    """
+
+    resources: tuple[str, ...]  # axis 0 of the resource arrays
+    cell_total: FloatArray  # [R, N, K]
+    cell_free: FloatArray  # [R, N, K]
+    node_allocatable: FloatArray  # [R, N]; cpu in millicores
+    node_free: FloatArray  # [R, N]: allocatable minus the requests of every pod we know on the node
+    numa_count: SmallIntArray  # [N]; 0 for a free slot
+    policy: SmallIntArray  # [N] PolicyCode
+    scope: SmallIntArray  # [N] ScopeCode
+    cpu_static: BoolArray  # [N]
+    memory_static: BoolArray  # [N]
+    cell_ids: CellIdArray  # [N, K] kernel NUMA ids, -1 past the node's cells
+    cell_claimed: BoolArray  # [N, K] a pod placed by us uses the cell
+    cell_isolated: BoolArray  # [N, K] an isolated pod placed by us holds the cell
+    bandwidth: npt.NDArray[np.float32]  # [N, K] HMAT local read bandwidth, MB/s; 0 where unknown
+    spanning_bandwidth: npt.NDArray[np.float32]  # [N] mean over the cells where known; 0 where none is
+    local_distance: npt.NDArray[np.float32]  # [N, K] SLIT distance of each cell to itself; 0 where unknown
+    spanning_distance: npt.NDArray[np.float32]  # [N] mean SLIT distance over every ordered pair of cells
+
+    def column(self, resource: str) -> int | None:
+        try:
+            return self.resources.index(resource)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """A pod's requests as the resource managers count them at pod level (``pod_level_request``)."""
+
+    node_requests: tuple[tuple[str, float], ...]  # node-level fit; cpu in millicores
+    exclusive_cpus: int  # CPU manager hints: Guaranteed pods with integral CPUs only
+    memory_requests: tuple[tuple[str, float], ...]  # memory and hugepages, bytes
+    device_requests: tuple[tuple[str, float], ...]  # device-plugin resources, counts
+    guaranteed: bool
+    containers: int  # how many containers the kubelet admits one by one (init containers included)
+    source: Pod | None = None  # the pod itself, for the exact model
+
+
+def demand_of(pod: Pod) -> PodDemand:
+    """The pod-level requests the kubelet's pod scope would see; node-level fit uses the same totals."""
+    containers = pod.all_containers()
+    memory_names = sorted({name for c in containers for name in memory_requests(c)})
+    device_names = sorted({name for c in containers for name in device_requests(c)})
+
+    def level(per_container: Callable[[Container], int]) -> int:
+        return pod_level_request(pod, per_container)
+
+    memory = tuple((n, float(level(_amount_of(memory_requests, n)))) for n in memory_names)
+    devices = tuple((n, float(level(_amount_of(device_requests, n)))) for n in device_names)
+    cpu_millis = float(level(lambda c: c.cpu_millis))
+    node_requests = ((CPU, cpu_millis),) if cpu_millis else ()
+    return PodDemand(
+        node_requests=node_requests + memory + devices,
+        exclusive_cpus=level(lambda c: guaranteed_cpus(pod, c)),
+        memory_requests=memory,
+        device_requests=devices,
+        guaranteed=pod.qos is QOSClass.GUARANTEED,
+        containers=len(containers),
+        source=pod,
+    )
+
+
+def _amount_of(requests: Callable[[Container], dict[str, int]], name: str) -> Callable[[Container], int]:
+    return lambda container: requests(container).get(name, 0)
+
+
+def _any_cell(values: BoolArray) -> BoolArray:
+    """[N, K] -> [N]: some cell qualifies (typed, where ``ndarray.any`` is not)."""
+    result: BoolArray = np.logical_or.reduce(values, axis=1)
+    return result
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """Feasibility of each candidate row; ``reason(i)`` says why row ``rows[i]`` was rejected."""
+
+    rows: IntArray  # the index slots asked about, in the order given
+    feasible: BoolArray
+    reason_codes: npt.NDArray[np.int16]  # 0 when feasible, else 1 + an index into ``messages``
+    messages: tuple[str, ...]
+    exact_rows: IntArray  # slots decided by the exact per-node model rather than the vectorised rules
+
+    def reason(self, position: int) -> str:
+        code = int(self.reason_codes[position])
+        return "" if code == 0 else self.messages[code - 1]
+
+
+class _Reasons:
+    """Assigns a node its FIRST failing reason; messages are interned so rows carry small codes."""
+
+    def __init__(self, size: int) -> None:
+        self.codes = np.zeros(size, dtype=np.int16)
+        self.messages: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def reject(self, failing: BoolArray, message: str) -> None:
+        target = failing & (self.codes == 0)
+        if not target.any():
+            return
+        code = self._index.get(message)
+        if code is None:
+            self.messages.append(message)
+            code = self._index[message] = len(self.messages)
+        self.codes[target] = code
+
+    def set_code(self, position: int, message: str) -> None:
+        mask = np.zeros(self.codes.shape, dtype=np.bool_)
+        mask[position] = True
+        self.codes[position] = 0
+        self.reject(mask, message)
+
+
+@dataclass(frozen=True)
+class _Provider:
+    """One hint provider on the candidate rows: the resources it aligns, requests, and where it hints."""
+
+    name: str
+    columns: tuple[int, ...]
+    requests: tuple[float, ...]
+    active: BoolArray  # [N] whether the provider gives hints on the node
+
+
+class _View:
+    """The candidate rows of the arrays; a resource column is gathered on first use, then kept."""
+
+    def __init__(self, arrays: NodeArrays, rows: IntArray, numa_count: IntArray) -> None:
+        self._arrays = arrays
+        self._rows = rows
+        self._total: dict[int, FloatArray] = {}
+        self._free: dict[int, FloatArray] = {}
+        self.valid_cell: BoolArray = np.arange(MAX_NUMA)[None, :] < numa_count[:, None]
+
+    def total(self, column: int) -> FloatArray:
+        """[N, K] totals of one resource."""
+        if column not in self._total:
+            self._total[column] = self._arrays.cell_total[column][self._rows]
+        return self._total[column]
+
+    def free(self, column: int) -> FloatArray:
+        """[N, K] free amounts of one resource."""
+        if column not in self._free:
+            self._free[column] = self._arrays.cell_free[column][self._rows]
+        return self._free[column]
+
+
+def filter_nodes(
+    arrays: NodeArrays, rows: IntArray, demand: PodDemand, intent: PodIntent | None = None
+) -> FilterResult:
+    """Which of ``rows`` would admit the pod (kubelet policy AND the pod's intent), with a reason for the rest."""
+    count = len(rows)
+    reasons = _Reasons(count)
+    numa_count = arrays.numa_count[rows].astype(np.int64)
+    policy = arrays.policy[rows]
+    view = _View(arrays, rows, numa_count)
+    reasons.reject(numa_count == 0, "node has no published topology")
+    _node_level_fit(arrays, rows, demand, view, reasons)
+    too_many = numa_count > MAX_NUMA
+    reasons.reject(
+        too_many & (policy != PolicyCode.NONE),
+        f"kubelet Topology Manager refuses machines with more than {MAX_NUMA} NUMA nodes",
+    )
+    providers = _providers(arrays, rows, demand, view)
+    # Several containers are allocated one after another: under container scope each gets its own merge,
+    # and under any scope the memory manager's groups formed by the first constrain the next.
+    exact = (
+        (demand.containers > 1)
+        & (
+            ((arrays.scope[rows] == ScopeCode.CONTAINER) & (policy != PolicyCode.NONE))
+            | (arrays.memory_static[rows] & demand.guaranteed)
+        )
+        & ~too_many
+    )
+    vector = (reasons.codes == 0) & ~exact
+    single = vector & (policy == PolicyCode.SINGLE_NUMA_NODE)
+    restricted = vector & (policy == PolicyCode.RESTRICTED)
+    if single.any():
+        admitted = _single_numa_admits(providers, view, single)
+        reasons.reject(
+            single & ~admitted, "kubelet single-numa-node: no single NUMA cell is preferred by every resource"
+        )
+    if restricted.any():
+        admitted = _restricted_admits(providers, view, restricted)
+        reasons.reject(restricted & ~admitted, "kubelet restricted: no NUMA set is preferred by every resource")
+    exact_positions = np.flatnonzero(exact & (reasons.codes == 0))
+    for position in exact_positions:
+        result = admit(node_resources(arrays, int(rows[position])), pod_of(demand))
+        if not result.admit:
+            reasons.set_code(int(position), f"kubelet {result.reason}: {result.message}")
+    if intent is not None:
+        _apply_intent(arrays, rows=rows, demand=demand, intent=intent, providers=providers, view=view, reasons=reasons)
+    return FilterResult(
+        rows=rows,
+        feasible=reasons.codes == 0,
+        reason_codes=reasons.codes,
+        messages=tuple(reasons.messages),
+        exact_rows=rows[exact_positions],
+    )
+
+
+def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _View, reasons: _Reasons) -> None:
+    """The allocation must succeed whatever the policy: node-level requests, then exclusive pools."""
+    for name, request in demand.node_requests:
+        column = arrays.column(name)
+        if column is None:
+            reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}")
+            continue
+        reasons.reject(arrays.node_free[column, rows] < request, f"insufficient {name}")
+    cpu = arrays.column(CPU)
+    if demand.exclusive_cpus and cpu is not None:
+        short = arrays.cpu_static[rows] & (view.free(cpu).sum(axis=1) < demand.exclusive_cpus)
+        reasons.reject(short, "not enough CPUs left for exclusive allocation")
+    if demand.guaranteed:
+        for name, request in demand.memory_requests:
+            column = arrays.column(name)
+            if column is not None:
+                short = arrays.memory_static[rows] & (view.free(column).sum(axis=1) < request)
+                reasons.reject(short, f"memory manager: not enough free {name} across NUMA cells")
+
+
+def _providers(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _View) -> list[_Provider]:
+    providers: list[_Provider] = []
+    cpu = arrays.column(CPU)
+    if demand.exclusive_cpus and cpu is not None:
+        providers.append(_Provider(CPU, (cpu,), (float(demand.exclusive_cpus),), arrays.cpu_static[rows]))
+    memory = [(arrays.column(n), r) for n, r in demand.memory_requests if r > 0]
+    if demand.guaranteed and memory and all(column is not None for column, _ in memory):
+        providers.append(
+            _Provider(
+                MEMORY,
+                tuple(c for c, _ in memory if c is not None),
+                tuple(r for _, r in memory),
+                arrays.memory_static[rows],
+            )
+        )
+    for name, request in demand.device_requests:
+        column = arrays.column(name)
+        if column is not None and request > 0:
+            # deviceHasTopologyAlignment: some device of the resource reports a NUMA node.
+            providers.append(_Provider(name, (column,), (request,), view.total(column).sum(axis=1) > 0))
+    return providers
+
+
+Amounts = Callable[[int], FloatArray]  # resource column -> [N, K] amounts of the rows in question
+
+
+def _rows_of(amounts: Amounts, which: IntArray | BoolArray) -> Amounts:
+    """``amounts`` limited to some of its rows (positions or a boolean mask)."""
+    return lambda column: amounts(column)[which]
+
+
+def _cells_fit(provider: _Provider, amounts: Amounts) -> BoolArray:
+    """[N, K]: every resource of the provider fits in each single cell."""
+    fit: BoolArray | None = None
+    for column, request in zip(provider.columns, provider.requests, strict=True):
+        fits = amounts(column) >= request
+        fit = fits if fit is None else fit & fits
+    assert fit is not None  # a provider aligns at least one resource
+    return fit
+
+
+def _masks_fit(provider: _Provider, amounts: Amounts, masks: FloatArray) -> BoolArray:
+    """[N, masks]: every resource of the provider fits in the sum over each mask's cells."""
+    fit: BoolArray | None = None
+    for column, request in zip(provider.columns, provider.requests, strict=True):
+        fits = amounts(column) @ masks.T >= request
+        fit = fits if fit is None else fit & fits
+    assert fit is not None
+    return fit
+
+
+def _narrowest(provider: _Provider, total: Amounts) -> IntArray:
+    """[N]: popcount of the narrowest mask whose TOTAL covers the request; ``_NO_FIT`` when none does.
+
+    For one resource the narrowest mask takes the largest cells first, so a sorted cumulative sum
+    answers without enumerating masks; a joint provider (memory with hugepages) enumerates them.
+    """
+    if len(provider.columns) == 1:
+        largest_first = -np.sort(-total(provider.columns[0]), axis=1)
+        short = np.cumsum(largest_first, axis=1) < provider.requests[0]
+        count: IntArray = short.sum(axis=1) + 1
+        return np.where(count > MAX_NUMA, _NO_FIT, count)
+    covers = _masks_fit(provider, total, MASKS)
+    narrowest: IntArray = np.where(covers, POPCOUNT[None, :], _NO_FIT).min(axis=1)
+    return narrowest
+
+
+def _single_numa_admits(providers: Sequence[_Provider], view: _View, rows: BoolArray) -> BoolArray:
+    ok = view.valid_cell.copy()
+    for provider in providers:
+        preferred = _cells_fit(provider, view.free) & _any_cell(_cells_fit(provider, view.total))[:, None]
+        ok &= preferred | ~provider.active[:, None]
+    return _any_cell(ok) & rows
+
+
+def _restricted_admits(providers: Sequence[_Provider], view: _View, rows: BoolArray) -> BoolArray:
+    """Some mask is preferred by every hinting provider: all narrowest widths agree on one width w, and
+    some mask of w cells fits every provider. w = 1 is checked per cell, w = the node's cell count on the
+    whole node, and only the widths in between enumerate the masks of that width."""
+    subset = np.flatnonzero(rows)
+    total, free = _rows_of(view.total, subset), _rows_of(view.free, subset)
+    width = np.zeros(len(subset), dtype=np.int64)  # 0: no hinting provider yet
+    agree = np.ones(len(subset), dtype=np.bool_)
+    active_providers = []
+    for provider in providers:
+        active = provider.active[subset]
+        if not active.any():
+            continue
+        active_providers.append((provider, active))
+        narrowest = _narrowest(provider, total)
+        agree &= ~active | (width == 0) | (width == narrowest)
+        width = np.where(active & (width == 0), narrowest, width)
+    agree &= width != _NO_FIT
+    admitted = agree.copy()
+    cells = view.valid_cell[subset].sum(axis=1)
+    for w in np.unique(width[agree]):
+        at = agree & (width == w)
+        if w == 0:
+            continue  # no provider hints: the merge is {any, preferred}
+        if w == 1:
+            fit = view.valid_cell[subset][at]
+            for provider, active in active_providers:
+                fit &= _cells_fit(provider, _rows_of(free, at)) | ~active[at][:, None]
+            admitted[at] = _any_cell(fit)
+            continue
+        whole = at & (cells == w)
+        if whole.any():
+            fit_all = np.ones(int(whole.sum()), dtype=np.bool_)
+            for provider, active in active_providers:
+                for column, request in zip(provider.columns, provider.requests, strict=True):
+                    fit_all &= (free(column)[whole].sum(axis=1) >= request) | ~active[whole]
+            admitted[whole] = fit_all
+        partial = at & (cells != w)
+        if partial.any():
+            masks = MASKS[w == POPCOUNT]
+            fit = np.ones((int(partial.sum()), len(masks)), dtype=np.bool_)
+            for provider, active in active_providers:
+                fit &= _masks_fit(provider, _rows_of(free, partial), masks) | ~active[partial][:, None]
+            admitted[partial] = _any_cell(fit)
+    result = np.zeros(rows.shape, dtype=np.bool_)
+    result[subset] = admitted
+    return result
+
+
+def allowed_cells(arrays: NodeArrays, rows: IntArray, intent: PodIntent | None) -> BoolArray:
+    """[N, K]: the cells the intent's affinity lists leave to the pod (``PodIntent.cells_allowed``)."""
+    ids = arrays.cell_ids[rows].astype(np.int64)
+    allowed = ids >= 0
+    if intent is None:
+        return allowed
+    if intent.affinity_node_ids:
+        allowed &= np.isin(ids, sorted(intent.affinity_node_ids))
+    if intent.anti_affinity_node_ids:
+        allowed &= ~np.isin(ids, sorted(intent.anti_affinity_node_ids))
+    return allowed
+
+
+def _apply_intent(
+    arrays: NodeArrays,
+    *,
+    rows: IntArray,
+    demand: PodDemand,
+    intent: PodIntent,
+    providers: Sequence[_Provider],
+    view: _View,
+    reasons: _Reasons,
+) -> None:
+    """The intent's second merge, on the same providers limited to ``intent.resources`` (see intent.py).
+
+    For ``single-numa`` and ``isolated`` every requested resource the cells account for must fit in one
+    allowed cell even where the kubelet aligns nothing. The affinity lists are necessary conditions here
+    (some allowed set fits); ``decide`` checks the kubelet's exact choice on the node it picks.
+    """
+    allowed = allowed_cells(arrays, rows, intent)
+    named = set(intent.resources)
+    chosen = [
+        p for p in providers if not named or p.name in named or any(arrays.resources[c] in named for c in p.columns)
+    ]
+    if intent.policy in (NumaIntentPolicy.SINGLE_NUMA, NumaIntentPolicy.ISOLATED):
+        ok = allowed.copy()
+        for name, request in cell_requests(arrays, demand, named):
+            column = arrays.column(name)
+            if column is not None:
+                ok &= view.free(column) >= request
+        for provider in chosen:
+            one_cell_covers = _any_cell(_cells_fit(provider, view.total))
+            ok &= one_cell_covers[:, None] | ~provider.active[:, None]
+        if intent.policy is NumaIntentPolicy.ISOLATED:
+            ok &= ~arrays.cell_claimed[rows] & ~arrays.cell_isolated[rows]
+            reasons.reject(~_any_cell(ok), "intent isolated: no free NUMA cell without our other pods fits the pod")
+        else:
+            reasons.reject(~_any_cell(ok), "intent single-numa: no allowed NUMA cell fits the pod")
+        return
+    pending = np.flatnonzero(reasons.codes == 0)
+    if not len(pending) or (intent.policy is not NumaIntentPolicy.RESTRICTED and allowed.all()):
+        return
+    # [N, masks]: the mask lies within the allowed cells (a mask over missing cells is never chosen).
+    allowed_masks = ((MASKS @ (~allowed).T.astype(np.float64)) == 0).T
+    ok = allowed_masks[pending]
+    total, free = _rows_of(view.total, pending), _rows_of(view.free, pending)
+    for provider in chosen:
+        active = provider.active[pending]
+        possible = _masks_fit(provider, free, MASKS)
+        if intent.policy is NumaIntentPolicy.RESTRICTED:
+            possible &= POPCOUNT[None, :] == _narrowest(provider, total)[:, None]
+        ok &= possible | ~active[:, None]
+    failing = np.zeros(len(rows), dtype=np.bool_)
+    failing[pending] = ~ok.any(axis=1)
+    what = "no NUMA set in the allowed cells is preferred by every resource"
+    reasons.reject(
+        failing,
+        f"intent restricted: {what}"
+        if intent.policy is NumaIntentPolicy.RESTRICTED
+        else "NUMA affinity: no allowed NUMA set fits the pod",
+    )
+
+
+def cell_requests(arrays: NodeArrays, demand: PodDemand, named: set[str]) -> Iterable[tuple[str, float]]:
+    """Per-cell amounts the pod needs in one cell: exclusive (or whole) CPUs, memory, hugepages, devices."""
+    cpus = float(demand.exclusive_cpus) or dict(demand.node_requests).get(CPU, 0.0) / _MILLI
+    wanted: list[tuple[str, float]] = [(CPU, float(np.ceil(cpus)))] if cpus else []
+    wanted += list(demand.memory_requests) + list(demand.device_requests)
+    return [(name, request) for name, request in wanted if request > 0 and (not named or name in named)]
+
+
+def pod_of(demand: PodDemand) -> Pod:
+    """The pod for the exact model: the one the demand came from, else the demand as one container."""
+    if demand.source is not None:
+        return demand.source
+    node = dict(demand.node_requests)
+    memory = dict(demand.memory_requests)
+    return Pod(
+        containers=(
+            Container(
+                name="pod",
+                cpu_millis=int(node.get(CPU, 0.0)),
+                memory=int(memory.get(MEMORY, 0.0)),
+                hugepages=tuple((n, int(v)) for n, v in demand.memory_requests if n != MEMORY),
+                devices=tuple((n, int(v)) for n, v in demand.device_requests),
+            ),
+        ),
+        qos=QOSClass.GUARANTEED if demand.guaranteed else QOSClass.BURSTABLE,
+    )
+
+
+def node_resources(arrays: NodeArrays, row: int) -> NodeResources:
+    """One row as the exact Topology Manager model reads it (no memory-manager groups: not published)."""
+    count = int(arrays.numa_count[row])
+    cpu = arrays.column(CPU)
+    cells: list[NumaCellResources] = []
+    for slot in range(min(count, MAX_NUMA)):
+        pools = tuple(
+            MemoryPool(name, int(arrays.cell_total[c, row, slot]), int(arrays.cell_free[c, row, slot]))
+            for c, name in enumerate(arrays.resources)
+            if is_memory_resource(name)
+        )
+        cells.append(
+            NumaCellResources(
+                id=int(arrays.cell_ids[row, slot]),
+                cpus=0 if cpu is None else int(arrays.cell_total[cpu, row, slot]),
+                free_cpus=0 if cpu is None else int(arrays.cell_free[cpu, row, slot]),
+                memory=pools,
+            )
+        )
+    devices: list[DeviceGroup] = []
+    for column, name in enumerate(arrays.resources):
+        if name == CPU or is_memory_resource(name):
+            continue
+        in_cells = 0
+        for slot, cell in enumerate(cells):
+            total = int(arrays.cell_total[column, row, slot])
+            in_cells += total
+            if total:
+                devices.append(DeviceGroup(name, (cell.id,), total, int(arrays.cell_free[column, row, slot])))
+        # Devices without NUMA topology count for the node-level fit only.
+        elsewhere = int(arrays.node_allocatable[column, row]) - in_cells
+        if elsewhere > 0:
+            free = int(arrays.node_free[column, row]) - int(arrays.cell_free[column, row, :count].sum())
+            devices.append(DeviceGroup(name, (), elsewhere, max(0, min(free, elsewhere))))
+    kubelet = KubeletConfig(
+        topology_policy=_POLICY_OF_CODE[PolicyCode(int(arrays.policy[row]))],
+        scope=TopologyScope.POD if arrays.scope[row] == ScopeCode.POD else TopologyScope.CONTAINER,
+        cpu_manager_policy=CpuManagerPolicy.STATIC if arrays.cpu_static[row] else CpuManagerPolicy.NONE,
+        memory_manager_policy=MemoryManagerPolicy.STATIC if arrays.memory_static[row] else MemoryManagerPolicy.NONE,
+    )
+    return NodeResources(cells=tuple(cells), devices=tuple(devices), kubelet=kubelet)

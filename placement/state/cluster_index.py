@@ -1,0 +1,490 @@
+"""The cluster index: every node's NUMA resources as numpy arrays, fed incrementally by watches.
+
+One slot per node; slots of removed nodes are reused. Per slot the index keeps what decisions read
+(``NodeArrays``: [resources, nodes, cells] totals and free amounts, node-level allocatable and free,
+kubelet policy codes, NUMA ids) plus what scoring reads (SLIT distances, HMAT bandwidth) and, outside
+the arrays, a small Python record: the report's pods fingerprint, the pods we know on the node and a
+shared reference to the node's GPU link table (interned: nodes of one machine type share one table).
+No ``NodeTopology`` is kept per node.
+
+How free capacity is derived, so that stale agent data never makes us over-commit:
+
+* ``cell_free = reported available - charges of the pods the report does not account for``. A report
+  accounts for the bound pods when its pods fingerprint equals the fingerprint of the bound pods we know
+  (either fingerprint method); a pod stays accounted until it is removed. Pods reserved but not bound,
+  and pods bound after the report, are charged on top of it.
+* A charge lands on the pod's cells when we know them (our annotations or our reservation). A pod
+  whose cells are unknown, or spread over several cells in amounts the kubelet chooses, is charged in
+  full on every candidate cell: pessimistic, and only until a report accounts for it.
+* ``node_free = allocatable - requests of every pod we know``: allocatable never accounts for pods.
+
+Every public method takes ``lock``; a caller that reads ``arrays()`` and decides on them (``decide``)
+holds the lock for the whole decision, so no other decision or update interleaves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from agent.topology.labels import decode_node_metadata, local_read_bandwidth
+from agent.topology.model import NodeTopology
+from agent.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
+from agent.topology.podfingerprint import pods_fingerprint
+from placement.core.feasibility import (
+    CPU,
+    MAX_NUMA,
+    POLICY_CODES,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeArrays,
+    PolicyCode,
+    ScopeCode,
+    is_memory_resource,
+)
+from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
+from placement.state.pods import PodUsage
+
+_MILLI = 1000.0
+_BASE_RESOURCES = (CPU, "memory", "hugepages-2Mi", "hugepages-1Gi", GPU_RESOURCE)
+
+
+@dataclass(frozen=True)
+class GpuShape:
+    """A node's GPUs as decisions need them; interned, so identical machines share one value."""
+
+    table: GpuLinkTable
+    numa_of: Mapping[int, int | None]  # GPU index -> host NUMA id
+    healthy: frozenset[int]
+
+
+@dataclass
+class _PodEntry:
+    usage: PodUsage
+    bound: bool  # the pod watch shows it on this node; False for a reservation not yet bound
+    accounted: bool = False  # a report's availability already includes it
+
+
+@dataclass
+class _Node:
+    name: str
+    slot: int
+    fingerprint: str | None = None
+    gpus: GpuShape | None = None
+    pods: dict[tuple[str, str], _PodEntry] = field(default_factory=dict)
+
+
+class ClusterIndex:
+    """Per-node NUMA arrays for vectorised filtering and scoring; see the module docstring."""
+
+    def __init__(self, *, initial_capacity: int = 64) -> None:
+        self.lock = threading.RLock()
+        self._resources: list[str] = list(_BASE_RESOURCES)
+        self._capacity = 0
+        self._nodes: dict[str, _Node] = {}
+        self._slot_names: list[str | None] = []
+        self._free_slots: list[int] = []
+        self._pod_nodes: dict[tuple[str, str], str] = {}
+        self._gpu_shapes: dict[object, GpuShape] = {}
+        self._allocate(max(1, initial_capacity))
+
+    # --- storage ---------------------------------------------------------------------------------------
+
+    def _allocate(self, capacity: int) -> None:
+        resources, old = len(self._resources), self._capacity
+
+        def grow(array: npt.NDArray[Any] | None, shape: tuple[int, ...], dtype: Any, fill: float = 0) -> Any:
+            fresh = np.full(shape, fill, dtype=dtype)
+            if array is not None and old:
+                fresh[tuple(slice(0, n) for n in array.shape)] = array
+            return fresh
+
+        first = old == 0
+        self.cell_total: FloatArray = grow(
+            None if first else self.cell_total, (resources, capacity, MAX_NUMA), np.float64
+        )
+        self.reported_free: FloatArray = grow(
+            None if first else self.reported_free, (resources, capacity, MAX_NUMA), np.float64
+        )
+        self.cell_free: FloatArray = grow(
+            None if first else self.cell_free, (resources, capacity, MAX_NUMA), np.float64
+        )
+        self.node_allocatable: FloatArray = grow(
+            None if first else self.node_allocatable, (resources, capacity), np.float64
+        )
+        self.node_free: FloatArray = grow(None if first else self.node_free, (resources, capacity), np.float64)
+        self.numa_count: npt.NDArray[np.int8] = grow(None if first else self.numa_count, (capacity,), np.int8)
+        self.policy: npt.NDArray[np.int8] = grow(None if first else self.policy, (capacity,), np.int8)
+        self.scope: npt.NDArray[np.int8] = grow(None if first else self.scope, (capacity,), np.int8)
+        self.cpu_static: BoolArray = grow(None if first else self.cpu_static, (capacity,), np.bool_)
+        self.memory_static: BoolArray = grow(None if first else self.memory_static, (capacity,), np.bool_)
+        self.generation: npt.NDArray[np.int64] = grow(None if first else self.generation, (capacity,), np.int64)
+        self.cell_ids: npt.NDArray[np.int16] = grow(
+            None if first else self.cell_ids, (capacity, MAX_NUMA), np.int16, -1
+        )
+        self.cell_claimed: BoolArray = grow(None if first else self.cell_claimed, (capacity, MAX_NUMA), np.bool_)
+        self.cell_isolated: BoolArray = grow(None if first else self.cell_isolated, (capacity, MAX_NUMA), np.bool_)
+        self.bandwidth: npt.NDArray[np.float32] = grow(
+            None if first else self.bandwidth, (capacity, MAX_NUMA), np.float32
+        )
+        self.spanning_bandwidth: npt.NDArray[np.float32] = grow(
+            None if first else self.spanning_bandwidth, (capacity,), np.float32
+        )
+        self.local_distance: npt.NDArray[np.float32] = grow(
+            None if first else self.local_distance, (capacity, MAX_NUMA), np.float32
+        )
+        self.spanning_distance: npt.NDArray[np.float32] = grow(
+            None if first else self.spanning_distance, (capacity,), np.float32
+        )
+        self._slot_names.extend([None] * (capacity - old))
+        self._free_slots.extend(range(capacity - 1, old - 1, -1))
+        self._capacity = capacity
+
+    def _column(self, name: str) -> int:
+        """The resource axis position of ``name``, adding a column the first time a resource appears."""
+        if name in self._resources:
+            return self._resources.index(name)
+        self._resources.append(name)
+        extra_cells = np.zeros((1, self._capacity, MAX_NUMA))
+        extra_nodes = np.zeros((1, self._capacity))
+        self.cell_total = np.concatenate([self.cell_total, extra_cells])
+        self.reported_free = np.concatenate([self.reported_free, extra_cells])
+        self.cell_free = np.concatenate([self.cell_free, extra_cells])
+        self.node_allocatable = np.concatenate([self.node_allocatable, extra_nodes])
+        self.node_free = np.concatenate([self.node_free, extra_nodes])
+        return len(self._resources) - 1
+
+    def nbytes(self) -> int:
+        """Bytes held in the per-slot arrays."""
+        arrays = (
+            self.cell_total,
+            self.reported_free,
+            self.cell_free,
+            self.node_allocatable,
+            self.node_free,
+            self.numa_count,
+            self.policy,
+            self.scope,
+            self.cpu_static,
+            self.memory_static,
+            self.generation,
+            self.cell_ids,
+            self.cell_claimed,
+            self.cell_isolated,
+            self.bandwidth,
+            self.spanning_bandwidth,
+            self.local_distance,
+            self.spanning_distance,
+        )
+        return sum(a.nbytes for a in arrays)
+
+    # --- nodes -----------------------------------------------------------------------------------------
+
+    def upsert_node(self, name: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
+        """A Node's labels and annotations (labels mode); raises ``TopologyDecodeError`` on a bad model."""
+        self.upsert_topology(name, decode_node_metadata(labels, annotations))
+
+    def upsert_nrt(self, obj: Mapping[str, Any]) -> None:
+        """A NodeResourceTopology object (NRT mode); the object name is the node name."""
+        topology = decode_nrt(obj)
+        self.upsert_topology(str(obj["metadata"]["name"]), topology)
+
+    def upsert_topology(self, name: str, topology: NodeTopology) -> None:
+        """The latest report for ``name``, from either mode: replaces the node's totals and availability."""
+        with self.lock:
+            node = self._nodes.get(name)
+            if node is None:
+                if not self._free_slots:
+                    self._allocate(self._capacity * 2)
+                node = _Node(name=name, slot=self._free_slots.pop())
+                self._nodes[name] = node
+                self._slot_names[node.slot] = name
+            self._write_report(node, topology)
+            self._reconcile(node)
+            self._rebuild(node)
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            node = self._nodes.pop(name, None)
+            if node is None:
+                return
+            for key in node.pods:
+                self._pod_nodes.pop(key, None)
+            self._clear_slot(node.slot)
+            self._slot_names[node.slot] = None
+            self._free_slots.append(node.slot)
+
+    def _clear_slot(self, slot: int) -> None:
+        for array in (self.cell_total, self.reported_free, self.cell_free):
+            array[:, slot, :] = 0
+        self.node_allocatable[:, slot] = 0
+        self.node_free[:, slot] = 0
+        for scalar in (self.numa_count, self.policy, self.scope, self.cpu_static, self.memory_static):
+            scalar[slot] = 0
+        self.cell_ids[slot] = -1
+        self.cell_claimed[slot] = False
+        self.cell_isolated[slot] = False
+        self.bandwidth[slot] = 0
+        self.spanning_bandwidth[slot] = 0
+        self.local_distance[slot] = 0
+        self.spanning_distance[slot] = 0
+
+    def _write_report(self, node: _Node, topology: NodeTopology) -> None:
+        slot = node.slot
+        self._clear_slot(slot)
+        cells = sorted(topology.numa_cells, key=lambda c: c.id)
+        self.numa_count[slot] = min(len(cells), np.iinfo(np.int8).max)
+        kubelet = topology.kubelet
+        if kubelet is not None:
+            self.policy[slot] = POLICY_CODES.get(kubelet.topology_manager_policy, PolicyCode.NONE)
+            self.scope[slot] = ScopeCode.POD if kubelet.topology_manager_scope == "pod" else ScopeCode.CONTAINER
+            self.cpu_static[slot] = kubelet.cpu_manager_policy == "static"
+            self.memory_static[slot] = kubelet.memory_manager_policy == "Static"
+        in_arrays = len(cells) <= MAX_NUMA  # a wider machine is decided on node-level amounts only
+        for position, cell in enumerate(cells):
+            for amount in cell_resources(topology, cell):
+                column = self._column(amount.name)
+                scale = _MILLI if amount.name == CPU else 1.0
+                self.node_allocatable[column, slot] += amount.allocatable * scale
+                if not in_arrays:
+                    continue
+                # "Preferred" is judged on every CPU and every device, but on allocatable memory.
+                total = amount.allocatable if is_memory_resource(amount.name) else amount.capacity
+                self.cell_total[column, slot, position] = total
+                self.reported_free[column, slot, position] = min(amount.available, total)
+            if in_arrays:
+                self.cell_ids[slot, position] = cell.id
+                self.bandwidth[slot, position] = local_read_bandwidth(topology, cell.id) or 0
+        if in_arrays:
+            known = self.bandwidth[slot][self.bandwidth[slot] > 0]
+            self.spanning_bandwidth[slot] = known.mean() if known.size else 0
+        if topology.distances is not None and in_arrays:
+            pairs = [[topology.distances.get(a.id, b.id) or 0 for b in cells] for a in cells]
+            for position in range(len(cells)):
+                self.local_distance[slot, position] = pairs[position][position]
+            flat = [d for row in pairs for d in row]
+            # The kubelet's CalculateAverageFor: every ordered pair, self-distances included.
+            self.spanning_distance[slot] = sum(flat) / len(flat) if flat and all(flat) else 0
+        unaligned = sum(1 for gpu in topology.gpus if gpu.numa_node is None and gpu.healthy)
+        if unaligned:
+            self.node_allocatable[self._column(GPU_RESOURCE), slot] += unaligned
+        node.fingerprint = topology.pods_fingerprint
+        node.gpus = self._gpu_shape(topology)
+        self.generation[slot] += 1
+
+    def _gpu_shape(self, topology: NodeTopology) -> GpuShape | None:
+        if not topology.gpus:
+            return None
+        names = {f"GPU{gpu.index}" for gpu in topology.gpus}
+        key = (
+            tuple((g.index, g.numa_node, g.healthy) for g in topology.gpus),
+            tuple(link for link in topology.links if link.a in names and link.b in names),
+        )
+        shape = self._gpu_shapes.get(key)
+        if shape is None:
+            shape = GpuShape(
+                table=build_gpu_link_table(topology),
+                numa_of={g.index: g.numa_node for g in topology.gpus},
+                healthy=frozenset(g.index for g in topology.gpus if g.healthy),
+            )
+            self._gpu_shapes[key] = shape
+        return shape
+
+    # --- pods ------------------------------------------------------------------------------------------
+
+    def upsert_pod(self, usage: PodUsage) -> None:
+        """A pod the watch shows bound to ``usage.node`` (confirms a reservation of the same pod)."""
+        self._put_pod(usage, bound=True)
+
+    def assume_pod(self, usage: PodUsage) -> None:
+        """A reservation: charged at once, as if bound, until bound and accounted or released."""
+        self._put_pod(usage, bound=False)
+
+    def _put_pod(self, usage: PodUsage, *, bound: bool) -> None:
+        with self.lock:
+            previous = self._pod_nodes.get(usage.key)
+            entry: _PodEntry | None = None
+            if previous is not None:
+                old_node = self._nodes.get(previous)
+                if old_node is not None:
+                    entry = old_node.pods.pop(usage.key, None)
+                    if previous != usage.node:
+                        entry = None
+                        self._rebuild(old_node)
+            node = self._nodes.get(usage.node)
+            if node is None:
+                # A pod on a node without a report: nothing to charge yet; the report brings totals.
+                self._pod_nodes.pop(usage.key, None)
+                return
+            placed = usage
+            if entry is not None and entry.usage.cells and not usage.cells:
+                # The watch's copy of one of our pods may predate our annotations: keep what we reserved.
+                placed = replace(usage, cells=entry.usage.cells, gpus=entry.usage.gpus, isolated=entry.usage.isolated)
+            node.pods[usage.key] = _PodEntry(
+                usage=placed,
+                bound=bound or (entry is not None and entry.bound),
+                accounted=entry.accounted if entry is not None else False,
+            )
+            self._pod_nodes[usage.key] = usage.node
+            self._reconcile(node)
+            self._rebuild(node)
+
+    def remove_pod(self, namespace: str, name: str) -> PodUsage | None:
+        """Pod deleted, finished, or reservation released; returns what it held."""
+        with self.lock:
+            node_name = self._pod_nodes.pop((namespace, name), None)
+            node = self._nodes.get(node_name) if node_name is not None else None
+            if node is None:
+                return None
+            entry = node.pods.pop((namespace, name), None)
+            self._reconcile(node)
+            self._rebuild(node)
+            return entry.usage if entry is not None else None
+
+    def pod(self, namespace: str, name: str) -> tuple[PodUsage, bool, bool] | None:
+        """(usage, bound, accounted) of a pod the index holds."""
+        with self.lock:
+            node_name = self._pod_nodes.get((namespace, name))
+            node = self._nodes.get(node_name) if node_name is not None else None
+            entry = node.pods.get((namespace, name)) if node is not None else None
+            return None if entry is None else (entry.usage, entry.bound, entry.accounted)
+
+    def _reconcile(self, node: _Node) -> None:
+        """Mark the bound pods accounted when the report's fingerprint names exactly them."""
+        if node.fingerprint is None:
+            return
+        bound = [entry for entry in node.pods.values() if entry.bound]
+        if not bound or all(entry.accounted for entry in bound):
+            return
+        slot = node.slot
+        every = pods_fingerprint(e.usage.key for e in bound)
+        exclusive = pods_fingerprint(e.usage.key for e in bound if self._has_exclusive(e.usage, slot))
+        if node.fingerprint in (every, exclusive):
+            for entry in bound:
+                entry.accounted = True
+
+    def _has_exclusive(self, usage: PodUsage, slot: int) -> bool:
+        demand = usage.demand
+        return bool(
+            (demand.exclusive_cpus and self.cpu_static[slot])
+            or demand.device_requests
+            or (demand.guaranteed and demand.memory_requests and self.memory_static[slot])
+        )
+
+    def _rebuild(self, node: _Node) -> None:
+        """Recompute the node's free arrays from its report and its pods (a few pods: a Python loop)."""
+        slot = node.slot
+        count = min(int(self.numa_count[slot]), MAX_NUMA)
+        free = self.reported_free[:, slot, :].copy()
+        node_free = self.node_allocatable[:, slot].copy()
+        claimed = np.zeros(MAX_NUMA, dtype=np.bool_)
+        isolated = np.zeros(MAX_NUMA, dtype=np.bool_)
+        ids = [int(i) for i in self.cell_ids[slot, :count]]
+        for entry in node.pods.values():
+            usage = entry.usage
+            for name, amount in usage.demand.node_requests:
+                if name in self._resources:
+                    node_free[self._resources.index(name)] -= amount
+            known = [ids.index(c) for c in usage.cells if c in ids]
+            if known:
+                claimed[known] = True
+                if usage.isolated:
+                    isolated[known] = True
+            if not entry.accounted:
+                self._charge(free, usage, known or list(range(count)), node.gpus, ids)
+        self.cell_free[:, slot, :] = np.clip(free, 0, self.cell_total[:, slot, :])
+        self.node_free[:, slot] = node_free
+        self.cell_claimed[slot] = claimed
+        self.cell_isolated[slot] = isolated
+
+    def _charge(
+        self, free: FloatArray, usage: PodUsage, cells: list[int], gpus: GpuShape | None, ids: list[int]
+    ) -> None:
+        demand = usage.demand
+        charges: list[tuple[str, float]] = []
+        if demand.exclusive_cpus:
+            charges.append((CPU, float(demand.exclusive_cpus)))
+        if demand.guaranteed:
+            charges.extend(demand.memory_requests)
+        for name, amount in demand.device_requests:
+            if name == GPU_RESOURCE and usage.gpus and gpus is not None:
+                # Known GPUs: charge exactly the cells they sit on.
+                for index in usage.gpus:
+                    numa = gpus.numa_of.get(index)
+                    if numa in ids:
+                        free[self._resources.index(name), ids.index(numa)] -= 1
+                continue
+            charges.append((name, amount))
+        for name, amount in charges:
+            if name in self._resources:
+                free[self._resources.index(name), cells] -= amount
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def arrays(self) -> NodeArrays:
+        """A view of the live arrays (not a copy): read it under ``lock``."""
+        return NodeArrays(
+            resources=tuple(self._resources),
+            cell_total=self.cell_total,
+            cell_free=self.cell_free,
+            node_allocatable=self.node_allocatable,
+            node_free=self.node_free,
+            numa_count=self.numa_count,
+            policy=self.policy,
+            scope=self.scope,
+            cpu_static=self.cpu_static,
+            memory_static=self.memory_static,
+            cell_ids=self.cell_ids,
+            cell_claimed=self.cell_claimed,
+            cell_isolated=self.cell_isolated,
+            bandwidth=self.bandwidth,
+            spanning_bandwidth=self.spanning_bandwidth,
+            local_distance=self.local_distance,
+            spanning_distance=self.spanning_distance,
+        )
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def node_names(self) -> list[str]:
+        with self.lock:
+            return list(self._nodes)
+
+    def slot_of(self, name: str) -> int | None:
+        node = self._nodes.get(name)
+        return None if node is None else node.slot
+
+    def name_of(self, slot: int) -> str | None:
+        return self._slot_names[slot]
+
+    def slot_names(self) -> tuple[str | None, ...]:
+        """The node name of every slot (None for a free slot), in slot order."""
+        return tuple(self._slot_names)
+
+    def slots(self, names: Iterable[str] | None = None) -> IntArray:
+        """Slots of ``names`` (unknown names skipped), or of every node."""
+        with self.lock:
+            chosen = self._nodes.values() if names is None else (self._nodes[n] for n in names if n in self._nodes)
+            return np.fromiter((node.slot for node in chosen), dtype=np.int64)
+
+    def gpu_shape(self, slot: int) -> GpuShape | None:
+        name = self._slot_names[slot]
+        return None if name is None else self._nodes[name].gpus
+
+    def busy_gpus(self, slot: int) -> frozenset[int]:
+        """GPUs that pods we know on the node hold by index (ours; the device plugin picks the rest)."""
+        name = self._slot_names[slot]
+        if name is None:
+            return frozenset()
+        return frozenset(i for entry in self._nodes[name].pods.values() for i in entry.usage.gpus)
+
+    def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
+        with self.lock:
+            node = self._nodes.get(name)
+            return [] if node is None else [(e.usage, e.bound, e.accounted) for e in node.pods.values()]

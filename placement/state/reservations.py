@@ -1,0 +1,208 @@
+"""The assume cache: a decision reserves what it places at once, so concurrent decisions never double-book.
+
+Lifecycle of a reservation (one per pod)::
+
+    decide() ── reserve ──> RESERVED ── pod watch shows it bound here ──> BOUND ── report accounts ──> (plain pod)
+                               │  └── bound to another node: moved there        (fingerprint match)
+                               └── unreserve() / deletion / TTL expiry ──> released
+
+* Reserving subtracts the pod's CPUs, memory, hugepages and GPUs from the index's free arrays
+  immediately, under the index lock that the whole decision holds, so no two decisions see the same
+  free capacity.
+* Binding stops the TTL (a bound pod is real); the charge stays until an agent report accounts for the
+  pod (its pods fingerprint names the bound pods). A report that predates the pod leaves the charge in
+  place: we would rather decide on too little free capacity than send a pod into a TopologyAffinityError
+  (the failure of the upstream NodeResourceTopologyMatch plugin when its NRT data is stale).
+* Expiry only releases reservations that never got bound (the scheduler gave up or chose otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placement.core.decision import plan_on_node, rank
+from placement.core.feasibility import FilterResult, demand_of
+from placement.core.intent import PodIntent
+from placement.core.scoring import ScoringWeights
+from placement.core.topology_manager import Pod
+from placement.state.cluster_index import ClusterIndex
+from placement.state.pods import PodUsage
+
+DEFAULT_TTL_S = 30.0
+MAX_PLAN_ATTEMPTS = 16  # ranked nodes to try after the exact check rejects the best ones
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """A pod to place: identity, the kubelet-level pod, its NUMA intent and, for gang members, affinity."""
+
+    namespace: str
+    name: str
+    pod: Pod
+    intent: PodIntent = field(default_factory=PodIntent)
+    gang: Mapping[str, float] | None = None  # node name -> gang affinity in [0, 1]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where the pod goes and why; ``node`` None when nothing holds (see ``reasons``)."""
+
+    namespace: str
+    name: str
+    node: str | None
+    cells: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()
+    pinned: bool = False  # the kubelet will pin the pod to ``cells``
+    score: float = 0.0
+    breakdown: Mapping[str, float] = field(default_factory=dict)
+    expires_at: float | None = None
+    filtered: FilterResult | None = None
+    skipped: Mapping[str, str] = field(default_factory=dict)  # feasible nodes the exact check turned down
+    slot_names: tuple[str | None, ...] = ()
+
+    def reasons(self) -> dict[str, str]:
+        """Why each candidate was not chosen (built on demand: one entry per rejected node)."""
+        result: dict[str, str] = {}
+        if self.filtered is not None:
+            for position in np.flatnonzero(~self.filtered.feasible):
+                name = self.slot_names[int(self.filtered.rows[position])]
+                if name is not None:
+                    result[name] = self.filtered.reason(int(position))
+        result.update(self.skipped)
+        return result
+
+
+@dataclass
+class _Reservation:
+    node: str
+    expires_at: float
+
+
+class Reservations:
+    """Reservations over a ``ClusterIndex``; every method holds the index lock."""
+
+    def __init__(
+        self,
+        index: ClusterIndex,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        weights: ScoringWeights | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError(f"reservation TTL must be positive, got {ttl_s}")
+        self._index = index
+        self._ttl_s = ttl_s
+        self._weights = weights or ScoringWeights()
+        self._clock = clock
+        self._pending: dict[tuple[str, str], _Reservation] = {}
+
+    def decide(self, request: PodRequest, candidate_names: Iterable[str] | None = None) -> Decision:
+        """Filter, score, plan and reserve atomically; ``candidate_names`` None means every node."""
+        index = self._index
+        with index.lock:
+            self.expire()
+            key = (request.namespace, request.name)
+            if key in self._pending:
+                self._release(key)  # a retry of the same pod replaces its earlier reservation
+            names = None if candidate_names is None else list(candidate_names)
+            rows = index.slots(names)
+            demand = demand_of(request.pod)
+            gang = None
+            if request.gang:
+                gang = np.array([request.gang.get(index.name_of(int(r)) or "", 0.0) for r in rows], dtype=np.float64)
+            arrays = index.arrays()
+            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights, gang=gang)
+            scores = ranking.scores
+            skipped: dict[str, str] = {}
+            for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
+                row = int(scores.rows[position])
+                node = index.name_of(row) or ""
+                shape = index.gpu_shape(row)
+                plan = plan_on_node(
+                    arrays,
+                    row,
+                    demand,
+                    intent=request.intent,
+                    landing_cell=int(scores.landing_cell[position]),
+                    gpu_table=None if shape is None else shape.table,
+                    free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(row),
+                )
+                if isinstance(plan, str):
+                    skipped[node] = plan
+                    continue
+                index.assume_pod(
+                    PodUsage(
+                        namespace=request.namespace,
+                        name=request.name,
+                        node=node,
+                        demand=demand,
+                        cells=plan.cells,
+                        gpus=plan.gpus,
+                        isolated=request.intent.exclusive,
+                    )
+                )
+                expires_at = self._clock() + self._ttl_s
+                self._pending[key] = _Reservation(node=node, expires_at=expires_at)
+                return Decision(
+                    namespace=request.namespace,
+                    name=request.name,
+                    node=node,
+                    cells=plan.cells,
+                    gpus=plan.gpus,
+                    pinned=plan.pinned,
+                    score=float(scores.total[position]),
+                    breakdown=scores.breakdown(int(position)),
+                    expires_at=expires_at,
+                    filtered=ranking.filtered,
+                    skipped=skipped,
+                    slot_names=index.slot_names(),
+                )
+            return Decision(
+                namespace=request.namespace,
+                name=request.name,
+                node=None,
+                filtered=ranking.filtered,
+                skipped=skipped,
+                slot_names=index.slot_names(),
+            )
+
+    def observe_pod(self, usage: PodUsage) -> None:
+        """The pod watch shows ``usage`` bound: confirms (or moves) its reservation; stops its TTL."""
+        with self._index.lock:
+            self._pending.pop(usage.key, None)
+            self._index.upsert_pod(usage)
+
+    def observe_pod_deleted(self, namespace: str, name: str) -> None:
+        self._release((namespace, name))
+
+    def unreserve(self, namespace: str, name: str) -> bool:
+        """The scheduler gave up on the pod (Unreserve): release it unless it is already bound."""
+        with self._index.lock:
+            if (namespace, name) not in self._pending:
+                return False
+            self._release((namespace, name))
+            return True
+
+    def expire(self) -> list[tuple[str, str]]:
+        """Release the reservations whose TTL ran out without a binding; returns their pods."""
+        with self._index.lock:
+            now = self._clock()
+            expired = [key for key, r in self._pending.items() if r.expires_at <= now]
+            for key in expired:
+                self._release(key)
+            return expired
+
+    def pending(self) -> dict[tuple[str, str], str]:
+        """Reserved, not yet bound: pod -> node."""
+        with self._index.lock:
+            return {key: r.node for key, r in self._pending.items()}
+
+    def _release(self, key: tuple[str, str]) -> None:
+        with self._index.lock:
+            self._pending.pop(key, None)
+            self._index.remove_pod(*key)

@@ -1,0 +1,155 @@
+"""The cluster index: both publishing modes, incremental node and pod updates, slot reuse, fingerprints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.topology.labels import encode_node_metadata
+from agent.topology.nrt import encode_nrt
+from agent.topology.podfingerprint import pods_fingerprint
+from placement.core.feasibility import PolicyCode, ScopeCode, demand_of
+from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.state.cluster_index import ClusterIndex
+from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, PodParseError, PodUsage, pod_usage
+from tests.placement_machines import GIB, cpu_node, kubelet, nvswitch_node, with_usage
+
+
+def _usage(name: str, node: str, cpus: int, *, cells: tuple[int, ...] = (), gpus: int = 0) -> PodUsage:
+    devices = (("nvidia.com/gpu", gpus),) if gpus else ()
+    pod = Pod(
+        containers=(Container("c", cpu_millis=cpus * 1000, memory=GIB, devices=devices),), qos=QOSClass.GUARANTEED
+    )
+    return PodUsage("ns", name, node, demand_of(pod), cells=cells)
+
+
+def _free_cpus(index: ClusterIndex, node: str) -> list[float]:
+    slot = index.slot_of(node)
+    assert slot is not None
+    free: list[float] = index.cell_free[0, slot, :2].tolist()
+    return free
+
+
+def test_labels_and_nrt_modes_fill_the_same_row() -> None:
+    topology = nvswitch_node(settings=kubelet("restricted", "container"))
+    metadata = encode_node_metadata(topology)
+    by_labels, by_nrt = ClusterIndex(), ClusterIndex()
+    by_labels.upsert_node("n", metadata.labels, metadata.annotations)
+    by_nrt.upsert_nrt(encode_nrt(topology, node_name="n"))
+    for index in (by_labels, by_nrt):
+        slot = index.slot_of("n")
+        assert slot is not None
+        assert index.numa_count[slot] == 2
+        assert index.policy[slot] == PolicyCode.RESTRICTED
+        assert index.scope[slot] == ScopeCode.CONTAINER
+        gpu = index.arrays().column("nvidia.com/gpu")
+        assert gpu is not None
+        assert index.cell_total[gpu, slot, :2].tolist() == [4, 4]
+    np.testing.assert_array_equal(by_labels.cell_free, by_nrt.cell_free)
+    shape = by_nrt.gpu_shape(0)
+    assert shape is not None
+    assert shape.healthy == frozenset(range(8))
+
+
+def test_slots_are_reused_and_capacity_grows() -> None:
+    index = ClusterIndex(initial_capacity=2)
+    for n in range(5):
+        index.upsert_topology(f"n{n}", cpu_node())
+    assert len(index) == 5
+    freed = index.slot_of("n1")
+    index.remove_node("n1")
+    assert index.numa_count[freed] == 0
+    index.upsert_topology("n9", cpu_node(cells=1))
+    assert index.slot_of("n9") == freed
+    assert index.numa_count[freed] == 1
+    assert sorted(index.node_names()) == ["n0", "n2", "n3", "n4", "n9"]
+
+
+def test_pods_are_charged_until_a_report_accounts_for_them() -> None:
+    index = ClusterIndex()
+    index.upsert_topology("n", cpu_node(cpus_per_cell=16))
+    index.upsert_pod(_usage("placed", "n", 4, cells=(1,)))
+    index.upsert_pod(_usage("foreign", "n", 2))  # cells unknown: charged on every cell
+    assert _free_cpus(index, "n") == [14, 10]
+    # A report that does not yet include the pods: availability plus our charges (never over-commit).
+    index.upsert_topology("n", with_usage(cpu_node(cpus_per_cell=16), {}, pods_fingerprint([])))
+    assert _free_cpus(index, "n") == [14, 10]
+    # The next report accounts for both (its fingerprint names them): availability alone.
+    fingerprint = pods_fingerprint([("ns", "placed"), ("ns", "foreign")])
+    index.upsert_topology("n", with_usage(cpu_node(cpus_per_cell=16), {0: {"cpu": 2}, 1: {"cpu": 4}}, fingerprint))
+    assert _free_cpus(index, "n") == [14, 12]
+    slot = index.slot_of("n")
+    assert slot is not None
+    assert index.node_free[0, slot] == 26_000  # node-level: allocatable minus every request
+    index.remove_pod("ns", "placed")
+    assert index.node_free[0, slot] == 32_000 - 2_000
+
+
+def test_a_pod_bound_after_the_report_is_accounted_by_the_fingerprint() -> None:
+    index = ClusterIndex()
+    fingerprint = pods_fingerprint([("ns", "p")])
+    index.upsert_topology("n", with_usage(cpu_node(cpus_per_cell=16), {0: {"cpu": 4}}, fingerprint))
+    index.upsert_pod(_usage("p", "n", 4, cells=(0,)))
+    assert _free_cpus(index, "n") == [12, 16]
+    entry = index.pod("ns", "p")
+    assert entry is not None
+    assert entry[2]  # accounted
+
+
+def test_known_gpus_are_charged_on_their_cells() -> None:
+    index = ClusterIndex()
+    index.upsert_topology("g", nvswitch_node(cells=2))
+    usage = _usage("p", "g", 4, cells=(0, 1), gpus=2)
+    index.upsert_pod(PodUsage(usage.namespace, usage.name, usage.node, usage.demand, cells=(0, 1), gpus=(3, 4)))
+    gpu = index.arrays().column("nvidia.com/gpu")
+    slot = index.slot_of("g")
+    assert gpu is not None
+    assert slot is not None
+    assert index.cell_free[gpu, slot, :2].tolist() == [3, 3]
+    assert index.busy_gpus(slot) == frozenset({3, 4})
+
+
+def _pod_object(**annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "team", "name": "train", "annotations": annotations},
+        "spec": {
+            "nodeName": "g",
+            "initContainers": [{"name": "warm", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {
+                        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "2", "hugepages-1Gi": "2Gi"}
+                    },
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_pod_objects_parse_into_usage() -> None:
+    usage = pod_usage(_pod_object(**{ASSIGNED_CELLS_KEY: "1", ASSIGNED_GPUS_KEY: "4,5"}))
+    assert usage is not None
+    assert usage.node == "g"
+    assert usage.demand.guaranteed
+    assert usage.demand.exclusive_cpus == 4
+    assert dict(usage.demand.node_requests) == {
+        "cpu": 4000,
+        "memory": 16 * GIB,
+        "hugepages-1Gi": 2 * GIB,
+        "nvidia.com/gpu": 2,
+    }
+    assert usage.cells == (1,)
+    assert usage.gpus == (4, 5)
+    pending = _pod_object()
+    del pending["spec"]["nodeName"]
+    assert pod_usage(pending) is None
+    with pytest.raises(PodParseError, match="not a comma-separated list"):
+        pod_usage(_pod_object(**{ASSIGNED_CELLS_KEY: "one"}))
+    broken = _pod_object()
+    broken["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
+    with pytest.raises(PodParseError, match="container main cpu"):
+        pod_usage(broken)

@@ -1,0 +1,255 @@
+"""The vectorised admission rules against the exact Topology Manager port, node by node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement.core.feasibility import (
+    CPU,
+    MAX_NUMA,
+    POLICY_CODES,
+    NodeArrays,
+    PolicyCode,
+    ScopeCode,
+    demand_of,
+    filter_nodes,
+)
+from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.topology_manager import (
+    Container,
+    CpuManagerPolicy,
+    DeviceGroup,
+    KubeletConfig,
+    MemoryManagerPolicy,
+    MemoryPool,
+    NodeResources,
+    NumaCellResources,
+    Pod,
+    QOSClass,
+    TopologyPolicy,
+    TopologyScope,
+    admit,
+)
+
+GPU = "nvidia.com/gpu"
+HUGE = "hugepages-1Gi"
+RESOURCES = (CPU, "memory", HUGE, GPU)
+GIB = 1 << 30
+_PLENTY = 1e15  # node-level amounts that never bind: the property is about the NUMA rules
+
+
+def arrays_of(nodes: Sequence[NodeResources]) -> NodeArrays:
+    """``NodeArrays`` for exact-model nodes, one slot each, as the index would hold them."""
+    count = len(nodes)
+    shape = (len(RESOURCES), count, MAX_NUMA)
+    total, free = np.zeros(shape), np.zeros(shape)
+    allocatable = np.full((len(RESOURCES), count), _PLENTY)
+    node_free = np.full((len(RESOURCES), count), _PLENTY)
+    cell_ids = np.full((count, MAX_NUMA), -1, dtype=np.int16)
+    for n, node in enumerate(nodes):
+        cells = sorted(node.cells, key=lambda c: c.id)
+        for k, cell in enumerate(cells):
+            cell_ids[n, k] = cell.id
+            total[0, n, k], free[0, n, k] = cell.cpus, cell.free_cpus
+            for pool in cell.memory:
+                column = RESOURCES.index(pool.resource)
+                total[column, n, k], free[column, n, k] = pool.allocatable, pool.free
+            for group in node.devices:
+                if group.numa_ids == (cell.id,):
+                    total[3, n, k] += group.total
+                    free[3, n, k] += group.free
+        allocatable[3, n] = sum(g.total for g in node.devices)
+        node_free[3, n] = sum(g.free for g in node.devices)
+    kubelets = [node.kubelet for node in nodes]
+    return NodeArrays(
+        resources=RESOURCES,
+        cell_total=total,
+        cell_free=free,
+        node_allocatable=allocatable,
+        node_free=node_free,
+        numa_count=np.array([len(n.cells) for n in nodes], dtype=np.int8),
+        policy=np.array([POLICY_CODES[k.topology_policy.value] for k in kubelets], dtype=np.int8),
+        scope=np.array(
+            [ScopeCode.POD if k.scope is TopologyScope.POD else ScopeCode.CONTAINER for k in kubelets], dtype=np.int8
+        ),
+        cpu_static=np.array([k.cpu_manager_policy is CpuManagerPolicy.STATIC for k in kubelets]),
+        memory_static=np.array([k.memory_manager_policy is MemoryManagerPolicy.STATIC for k in kubelets]),
+        cell_ids=cell_ids,
+        cell_claimed=np.zeros((count, MAX_NUMA), dtype=np.bool_),
+        cell_isolated=np.zeros((count, MAX_NUMA), dtype=np.bool_),
+        bandwidth=np.zeros((count, MAX_NUMA), dtype=np.float32),
+        spanning_bandwidth=np.zeros(count, dtype=np.float32),
+        local_distance=np.zeros((count, MAX_NUMA), dtype=np.float32),
+        spanning_distance=np.zeros(count, dtype=np.float32),
+    )
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> NodeResources:
+    count = draw(st.integers(1, 4))
+    ids = sorted(draw(st.sets(st.integers(0, 7), min_size=count, max_size=count)))
+    hugepages = draw(st.booleans())
+    cells = []
+    devices = []
+    for numa_id in ids:
+        cpus = draw(st.integers(0, 8))
+        memory = draw(st.integers(0, 8)) * GIB
+        pools = [MemoryPool("memory", memory, draw(st.integers(0, memory // GIB)) * GIB)]
+        if hugepages:
+            pages = draw(st.integers(0, 4)) * GIB
+            pools.append(MemoryPool(HUGE, pages, draw(st.integers(0, pages // GIB)) * GIB))
+        cells.append(NumaCellResources(numa_id, cpus, draw(st.integers(0, cpus)), tuple(pools)))
+        gpus = draw(st.integers(0, 3))
+        if gpus:
+            devices.append(DeviceGroup(GPU, (numa_id,), gpus, draw(st.integers(0, gpus))))
+    if draw(st.booleans()):
+        loose = draw(st.integers(1, 2))
+        devices.append(DeviceGroup(GPU, (), loose, draw(st.integers(0, loose))))
+    kubelet = KubeletConfig(
+        topology_policy=draw(st.sampled_from(list(TopologyPolicy))),
+        scope=draw(st.sampled_from(list(TopologyScope))),
+        cpu_manager_policy=draw(st.sampled_from(list(CpuManagerPolicy))),
+        memory_manager_policy=draw(st.sampled_from(list(MemoryManagerPolicy))),
+    )
+    return NodeResources(cells=tuple(cells), devices=tuple(devices), kubelet=kubelet)
+
+
+@st.composite
+def containers(draw: st.DrawFn, name: str, *, guaranteed: bool) -> Container:
+    # A Guaranteed container has CPU and memory limits (= requests), so both are above zero.
+    cpu = draw(st.sampled_from([500, 1000, 2000, 3000, 4000, 6000, 1500] + ([] if guaranteed else [0])))
+    hugepages = draw(st.integers(0, 3)) * GIB
+    return Container(
+        name=name,
+        cpu_millis=cpu,
+        memory=draw(st.integers(1 if guaranteed else 0, 10)) * GIB,
+        hugepages=((HUGE, hugepages),) if hugepages else (),
+        devices=((GPU, draw(st.integers(0, 4))),),
+    )
+
+
+@st.composite
+def pods(draw: st.DrawFn) -> Pod:
+    count = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    init = draw(st.sampled_from([0, 0, 0, 1]))
+    qos = draw(st.sampled_from([QOSClass.GUARANTEED, QOSClass.GUARANTEED, QOSClass.BURSTABLE]))
+    guaranteed = qos is QOSClass.GUARANTEED
+    return Pod(
+        containers=tuple(draw(containers(f"c{i}", guaranteed=guaranteed)) for i in range(count)),
+        init_containers=tuple(draw(containers(f"init{i}", guaranteed=guaranteed)) for i in range(init)),
+        qos=qos,
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(nodes(), min_size=1, max_size=6), pods())
+def test_vectorised_admission_is_the_kubelets(cluster: list[NodeResources], pod: Pod) -> None:
+    """Every node called feasible is admitted by the exact kubelet model, and (node-level amounts aside,
+    which never bind here) every admitted node is called feasible."""
+    arrays = arrays_of(cluster)
+    rows = np.arange(len(cluster), dtype=np.int64)
+    result = filter_nodes(arrays, rows, demand_of(pod))
+    for position, node in enumerate(cluster):
+        expected = admit(node, pod)
+        assert bool(result.feasible[position]) == expected.admit, (node, pod, result.reason(position), expected)
+        if not result.feasible[position]:
+            assert result.reason(position)
+
+
+def _node(
+    policy: TopologyPolicy, cells: Sequence[tuple[int, int, int]], *, scope: TopologyScope = TopologyScope.POD
+) -> NodeResources:
+    """Cells as (cpus, free cpus, gpus) with every GPU free; static CPU manager."""
+    return NodeResources(
+        cells=tuple(NumaCellResources(i, c, f) for i, (c, f, _) in enumerate(cells)),
+        devices=tuple(DeviceGroup(GPU, (i,), g, g) for i, (_, _, g) in enumerate(cells) if g),
+        kubelet=KubeletConfig(topology_policy=policy, scope=scope, cpu_manager_policy=CpuManagerPolicy.STATIC),
+    )
+
+
+def _pod(cpus: int, gpus: int = 0) -> Pod:
+    devices = ((GPU, gpus),) if gpus else ()
+    return Pod(containers=(Container("c", cpu_millis=cpus * 1000, devices=devices),), qos=QOSClass.GUARANTEED)
+
+
+def test_restricted_needs_one_mask_preferred_by_every_provider() -> None:
+    # CPUs fit one cell (narrowest: {0}); 3 GPUs need both cells (narrowest: 2 cells). Every preferred
+    # hint contains cell 0, but no single mask is preferred by both: the kubelet's merge is not preferred.
+    node = _node(TopologyPolicy.RESTRICTED, [(8, 8, 2), (8, 8, 2)])
+    pod = _pod(4, gpus=3)
+    assert not admit(node, pod).admit
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(pod))
+    assert not result.feasible[0]
+    assert result.reason(0) == "kubelet restricted: no NUMA set is preferred by every resource"
+
+
+def test_preferred_is_judged_on_total_not_free_capacity() -> None:
+    # Cell 0 could hold 4 CPUs in total but has 2 free; cell 1 has 4 free: {1} is preferred and fits.
+    node = _node(TopologyPolicy.SINGLE_NUMA_NODE, [(4, 2, 0), (4, 4, 0)])
+    assert filter_nodes(arrays_of([node]), np.array([0]), demand_of(_pod(4))).feasible[0]
+    # 6 CPUs: no cell's TOTAL covers it, so the narrowest is two cells and single-numa-node rejects.
+    wide = _node(TopologyPolicy.SINGLE_NUMA_NODE, [(4, 4, 0), (4, 4, 0)])
+    result = filter_nodes(arrays_of([wide]), np.array([0]), demand_of(_pod(6)))
+    assert not result.feasible[0]
+    assert not admit(wide, _pod(6)).admit
+
+
+def test_best_effort_admits_whatever_fits_the_node() -> None:
+    node = _node(TopologyPolicy.BEST_EFFORT, [(4, 4, 0), (4, 4, 0)])
+    assert filter_nodes(arrays_of([node]), np.array([0]), demand_of(_pod(6))).feasible[0]
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(_pod(9)))
+    assert result.reason(0) == "not enough CPUs left for exclusive allocation"
+
+
+def test_container_scope_with_several_containers_uses_the_exact_model() -> None:
+    node = _node(TopologyPolicy.SINGLE_NUMA_NODE, [(4, 4, 0), (4, 4, 0)], scope=TopologyScope.CONTAINER)
+    pod = Pod(containers=(Container("a", cpu_millis=4000), Container("b", cpu_millis=4000)), qos=QOSClass.GUARANTEED)
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(pod))
+    # Each container fits a cell of its own: admitted container by container, as the kubelet does.
+    assert result.feasible[0]
+    assert list(result.exact_rows) == [0]
+    assert admit(node, pod).admit
+
+
+@pytest.mark.parametrize(
+    ("intent", "feasible"),
+    [
+        (PodIntent(), True),
+        (PodIntent(policy=NumaIntentPolicy.SINGLE_NUMA), False),
+        (PodIntent(affinity_node_ids=frozenset({1})), True),
+        (PodIntent(anti_affinity_node_ids=frozenset({0, 1})), False),
+        (PodIntent(affinity_node_ids=frozenset({5})), False),
+    ],
+)
+def test_intent_adds_to_the_kubelet_policy(intent: PodIntent, feasible: bool) -> None:
+    # best-effort kubelet, 6 CPUs over two 4-CPU cells: the kubelet admits; a single-numa intent does not.
+    node = _node(TopologyPolicy.BEST_EFFORT, [(4, 4, 0), (4, 4, 0)])
+    pod = _pod(3) if intent.affinity_node_ids else _pod(6)
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(pod), intent)
+    assert bool(result.feasible[0]) == feasible, result.reason(0)
+
+
+def test_isolated_intent_needs_a_cell_without_our_pods() -> None:
+    node = _node(TopologyPolicy.SINGLE_NUMA_NODE, [(8, 8, 0), (8, 8, 0)])
+    arrays = arrays_of([node])
+    arrays.cell_claimed[0, 0] = True
+    intent = PodIntent(policy=NumaIntentPolicy.ISOLATED)
+    assert filter_nodes(arrays, np.array([0]), demand_of(_pod(2)), intent).feasible[0]
+    arrays.cell_claimed[0, 1] = True
+    result = filter_nodes(arrays, np.array([0]), demand_of(_pod(2)), intent)
+    assert result.reason(0).startswith("intent isolated")
+
+
+def test_too_many_numa_nodes_for_the_topology_manager() -> None:
+    node = _node(TopologyPolicy.RESTRICTED, [(2, 2, 0)] * 2)
+    arrays = arrays_of([node])
+    arrays.numa_count[0] = MAX_NUMA + 1
+    result = filter_nodes(arrays, np.array([0]), demand_of(_pod(1)))
+    assert "more than 8 NUMA nodes" in result.reason(0)
+    arrays.policy[0] = PolicyCode.NONE
+    assert filter_nodes(arrays, np.array([0]), demand_of(_pod(1))).feasible[0]

@@ -1,0 +1,59 @@
+"""Scoring: the fit curve, the breakdown adding up to the total, weights, and the components' meaning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement.core.feasibility import demand_of
+from placement.core.scoring import SWEET_SPOT, ScoringWeights, fit_curve, score_nodes
+from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.state.cluster_index import ClusterIndex
+from tests.placement_machines import GIB, cpu_node, kubelet, nvswitch_node
+
+CPU_POD = Pod(containers=(Container("c", cpu_millis=8000, memory=32 * GIB),), qos=QOSClass.GUARANTEED)
+
+
+def _index() -> ClusterIndex:
+    index = ClusterIndex()
+    index.upsert_topology("cpu", cpu_node())
+    index.upsert_topology("gpu", nvswitch_node())
+    index.upsert_topology("wide", cpu_node(cells=2, cpus_per_cell=4, settings=kubelet("best-effort")))
+    return index
+
+
+def test_fit_curve_peaks_at_the_sweet_spot() -> None:
+    values = fit_curve(np.array([0.0, SWEET_SPOT / 2, SWEET_SPOT, 1.0, 1.5]))
+    assert values.tolist() == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.5])
+
+
+def test_breakdown_adds_up_to_the_total() -> None:
+    index = _index()
+    scores = score_nodes(index.arrays(), index.slots(), demand_of(CPU_POD))
+    for position in range(len(scores.rows)):
+        breakdown = scores.breakdown(position)
+        assert set(breakdown) == {"fit", "bandwidth", "distance", "gang"}
+        assert sum(breakdown.values()) == pytest.approx(scores.total[position])
+
+
+def test_weights_change_the_total() -> None:
+    index = _index()
+    rows = index.slots()
+    default = score_nodes(index.arrays(), rows, demand_of(CPU_POD))
+    only_fit = score_nodes(index.arrays(), rows, demand_of(CPU_POD), weights=ScoringWeights(1, 0, 0, 0))
+    assert only_fit.total == pytest.approx(100 * default.components["fit"])
+    assert not np.allclose(only_fit.total, default.total)
+    with pytest.raises(ValueError, match="non-negative"):
+        ScoringWeights(fit=-1)
+
+
+def test_spanning_pods_lose_on_distance_and_gang_counts() -> None:
+    index = _index()
+    rows = index.slots(["cpu", "wide"])
+    pod = Pod(containers=(Container("c", cpu_millis=6000, memory=GIB),), qos=QOSClass.GUARANTEED)
+    scores = score_nodes(index.arrays(), rows, demand_of(pod), gang=np.array([0.0, 1.0]))
+    # 6 CPUs fit one 32-CPU cell of "cpu" but need both 4-CPU cells of "wide": SLIT 10/21 average.
+    assert scores.landing_cell.tolist() == [0, -1]
+    assert scores.components["distance"].tolist() == pytest.approx([1.0, 10 / 15.5])
+    assert scores.breakdown(1)["gang"] == pytest.approx(15.0)
+    assert scores.breakdown(0)["gang"] == 0.0
