@@ -1,12 +1,67 @@
-"""``kubenexus-placement``: command-line wiring of the placement service."""
+"""``kubenexus-placement``: command-line wiring of the placement service.
+
+``serve`` builds an engine (over the cluster feed, or over the embedded demo cluster with ``--demo``),
+starts the gRPC server and the metrics endpoint, and stops gracefully on SIGTERM or SIGINT. Log lines
+are JSON on stderr. Expected failures (unreadable TLS files, an address in use, no cluster credentials)
+exit with status 1 and one sentence; bad flags exit with status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
+import json
+import logging
+import os
+import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from agent import __version__
+from agent.topology import json_codec
+from agent.topology.model import NodeTopology
+from placement.demo import build_demo_cluster, run_demo
+from placement.engine import CoordinatedGangs, PlacementEngine
+from placement.metrics import PlacementMetrics
+from placement.server import PlacementServer, ServerOptions, TlsFiles
+from placement.shim.flags import add_binder_arguments, add_extender_arguments, add_lease_arguments
+from placement.state.cluster_index import ClusterIndex
+from placement.state.gangs import GangCoordinator
+from placement.state.reservations import Reservations
+
+log = logging.getLogger("kubenexus.placement")
+
+# LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_DISCOVERY_TIMEOUT_S = 60.0
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and the record's extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        document.update({key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES})
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, default=str)
+
+
+class UsageError(Exception):
+    """A flag combination that cannot work; main prints it and exits with status 2."""
+
+
+class StartError(Exception):
+    """The service cannot start (credentials, TLS files, the listen address); exit status 1."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,13 +70,167 @@ def build_parser() -> argparse.ArgumentParser:
         description="Topology-aware placement service for GPU Kubernetes clusters.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gRPC placement service")
+    serve.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT", help="gRPC address")
+    serve.add_argument(
+        "--metrics-address",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)",
+    )
+    serve.add_argument("--tls-cert", type=Path, metavar="PEM", help="server certificate (enables TLS)")
+    serve.add_argument("--tls-key", type=Path, metavar="PEM", help="server private key")
+    serve.add_argument(
+        "--tls-client-ca", type=Path, metavar="PEM", help="require client certificates signed by this CA (mTLS)"
+    )
+    source = serve.add_mutually_exclusive_group()
+    source.add_argument(
+        "--demo", action="store_true", help="serve an embedded demo cluster and schedule a sample mix on it"
+    )
+    source.add_argument("--kubeconfig", metavar="PATH", help="cluster credentials (default: in-cluster, then ~/.kube)")
+    serve.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    add_lease_arguments(serve, lease_name="kubenexus-placement")
+    # One replica run by hand needs no Lease; the Deployment passes --leader-elect.
+    serve.set_defaults(leader_elect=False)
+    serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_extender_arguments(commands.add_parser("extender", help="kube-scheduler HTTP extender (a client of serve)"))
+    add_binder_arguments(
+        commands.add_parser("binder", help="secondary scheduler binding pods with schedulerName kubenexus-scheduler")
+    )
+    for command in ("extender", "binder"):
+        commands.choices[command].add_argument(
+            "--log-level", default="info", choices=("debug", "info", "warning", "error")
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    build_parser().parse_args(argv)
-    print("kubenexus-placement: no service commands in this version; see kubenexus-agent", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    if args.command in ("extender", "binder"):
+        # Loaded only here: the shims need the Kubernetes client, `serve --demo` does not.
+        from placement.shim.commands import run_binder, run_extender  # noqa: PLC0415
+
+        return run_extender(args) if args.command == "extender" else run_binder(args)
+    try:
+        return asyncio.run(_serve(args))
+    except UsageError as error:
+        print(f"kubenexus-placement: {error}", file=sys.stderr)
+        return 2
+    except StartError as error:
+        print(f"kubenexus-placement: {error}", file=sys.stderr)
+        return 1
+
+
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            raise UsageError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise UsageError("--tls-cert and --tls-key go together")
+    return TlsFiles(cert=args.tls_cert, key=args.tls_key, client_ca=args.tls_client_ca)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    options = ServerOptions(listen=args.listen, tls=_tls(args), grace_s=args.grace)
+    stop_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_event.set)
+
+    engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args)
+    try:
+        metrics = PlacementMetrics(engine)
+        if args.metrics_address:
+            try:
+                metrics.serve_http(args.metrics_address)
+            except (OSError, ValueError) as error:
+                raise StartError(f"cannot serve metrics on {args.metrics_address}: {error}") from None
+        server = PlacementServer(engine, options, metrics=metrics)
+        try:
+            await server.start()
+        except ValueError as error:
+            raise StartError(str(error)) from None
+        if args.demo:
+            await loop.run_in_executor(None, lambda: run_demo(engine, out=sys.stdout, listen_address=args.listen))
+            sys.stdout.flush()
+        await stop_event.wait()
+        log.info("stopping: calls in flight get the grace period", extra={"grace_s": args.grace})
+        await server.stop()
+    finally:
+        cleanup()
+    return 0
+
+
+def _nothing() -> None:
+    return None
+
+
+def _demo_engine() -> PlacementEngine:
+    return build_demo_cluster(discover_this_machine=_discover_this_machine, out=sys.stderr)
+
+
+def _discover_this_machine() -> NodeTopology:
+    """This machine's topology from ``kubenexus-agent discover`` in a child process: the import contracts keep
+    host access in the agent, so the placement service reads it back through the model's codec."""
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.main", "discover", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=_DISCOVERY_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"discovery exited with status {result.returncode}")
+    return json_codec.loads(result.stdout)
+
+
+def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable[[], None]]:
+    # The Kubernetes client (30 MB) is loaded only for a real cluster, not for the demo.
+    from placement.feed import ClusterFeed  # noqa: PLC0415
+    from placement.kubeapi import ApiUnavailable, connect  # noqa: PLC0415
+    from placement.leader import LeaderElector  # noqa: PLC0415
+    from placement.shim.commands import lease_config  # noqa: PLC0415
+
+    try:
+        api = connect(args.kubeconfig, context=args.context)
+    except ApiUnavailable as error:
+        raise StartError(str(error)) from None
+    index = ClusterIndex()
+    reservations = Reservations(index)
+    gangs = CoordinatedGangs(GangCoordinator(index, reservations))
+    feed = ClusterFeed(api, index, reservations, on_pod=gangs.observe_pod_event)
+    elector = None
+    if args.leader_elect:
+        try:
+            config = lease_config(args)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        pod_namespace = os.environ.get("POD_NAMESPACE")
+        elector = LeaderElector(api, config, label_pod=(pod_namespace, config.identity) if pod_namespace else None)
+    engine = PlacementEngine(
+        index=index,
+        reservations=reservations,
+        gangs=gangs,
+        synced=lambda: feed.synced,
+        leadership=elector,
+    )
+    feed.start()
+    if elector is not None:
+        elector.start()
+
+    def cleanup() -> None:
+        if elector is not None:
+            elector.stop()
+        feed.stop()
+
+    return engine, cleanup
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 # listed directory is picked up as it is; a new directory needs its line here, and the script says so.
 declare -A PACKAGE_FOR=(
   ["k8s.io/kubelet/pkg/apis/podresources/v1"]="agent/podresources/v1"
+  ["kubenexus/placement/v1"]="placement/api/v1"
 )
 GENERATED_GLOBS=('*_pb2.py' '*_pb2.pyi' '*_pb2_grpc.py' '*_pb2_grpc.pyi')
 

@@ -9,11 +9,13 @@ tries the ranked nodes in order and reserves the first plan.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from placement.core.feasibility import (
+    GPU_SHARE,
     FilterResult,
     FloatArray,
     IntArray,
@@ -23,7 +25,7 @@ from placement.core.feasibility import (
     node_resources,
     pod_of,
 )
-from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
+from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set, choose_shared_gpu
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.scoring import Scores, ScoringWeights, score_nodes
 from placement.core.topology_manager import admit
@@ -83,8 +85,12 @@ def plan_on_node(
     landing_cell: int,
     gpu_table: GpuLinkTable | None,
     free_gpus: frozenset[int],
+    gpu_share_left: Mapping[int, int] | None = None,
 ) -> NodePlan | str:
-    """The plan for ``row``, or why the node does not hold after all (a reason string)."""
+    """The plan for ``row``, or why the node does not hold after all (a reason string).
+
+    ``gpu_share_left``: thousandths left per shareable GPU, for a pod asking ``GPU_SHARE``.
+    """
     result = admit(node_resources(arrays, row), pod_of(demand))
     if not result.admit:
         return f"kubelet {result.reason}: {result.message}"
@@ -117,4 +123,16 @@ def plan_on_node(
         choice = choose_gpu_set(gpu_table, free_gpus, wanted, numa_preference=frozenset(cells) if pinned else None)
         if choice is not None:
             gpus = choice.gpus
+    share = int(dict(demand.device_requests).get(GPU_SHARE, 0))
+    if share and gpu_table is not None:
+        left = dict(gpu_share_left or {})
+        if pinned:
+            # The kubelet pins the share to these cells (their summed thousandths fit); a GPU elsewhere
+            # would break that alignment, and none inside holding it means the allocation fails here.
+            numa = dict(zip(gpu_table.gpus, gpu_table.numa_nodes, strict=True))
+            left = {index: amount for index, amount in left.items() if numa.get(index) in cells}
+        shared = choose_shared_gpu(left, share)
+        if shared is None:
+            return f"no GPU {'in NUMA cells ' + str(list(cells)) + ' ' if pinned else ''}has {share} thousandths left"
+        gpus = (shared,)
     return NodePlan(row=row, cells=cells, pinned=pinned, gpus=gpus)

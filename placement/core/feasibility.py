@@ -73,6 +73,10 @@ MAX_NUMA = 8  # the kubelet's default max-allowable-numa-nodes; masks stay at 25
 CPU = "cpu"
 MEMORY = "memory"
 HUGEPAGES_PREFIX = "hugepages-"
+# A pod that shares a GPU asks for thousandths of one GPU under this name (the Alibaba trace's own resource);
+# one GPU offers GPU_MILLI of it, and a shared GPU holds pods whose shares add up to at most that.
+GPU_SHARE = "alibabacloud.com/gpu-milli"
+GPU_MILLI = 1000
 _MILLI = 1000.0
 
 
@@ -138,6 +142,9 @@ class NodeArrays:
     spanning_bandwidth: npt.NDArray[np.float32]  # [N] mean over the cells where known; 0 where none is
     local_distance: npt.NDArray[np.float32]  # [N, K] SLIT distance of each cell to itself; 0 where unknown
     spanning_distance: npt.NDArray[np.float32]  # [N] mean SLIT distance over every ordered pair of cells
+    # [N] the most thousandths left on any one GPU (GPU_MILLI on a free GPU): a share must fit on ONE GPU,
+    # which the node's summed GPU_SHARE cannot tell. None where the caller tracks no sharing.
+    gpu_share_free: FloatArray | None = None
 
     def column(self, resource: str) -> int | None:
         try:
@@ -328,6 +335,9 @@ def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view:
             reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}")
             continue
         reasons.reject(arrays.node_free[column, rows] < request, f"insufficient {name}")
+    share = dict(demand.device_requests).get(GPU_SHARE, 0.0)
+    if share and arrays.gpu_share_free is not None:
+        reasons.reject(arrays.gpu_share_free[rows] < share, f"no single GPU has {share:g} thousandths left to share")
     cpu = arrays.column(CPU)
     if demand.exclusive_cpus and cpu is not None:
         short = arrays.cpu_static[rows] & (view.free(cpu).sum(axis=1) < demand.exclusive_cpus)

@@ -40,7 +40,7 @@ is known to leave that set's score without a search of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.topology.model import DeviceLink, NodeTopology, PathKind
@@ -218,6 +218,17 @@ def choose_gpu_set(
         tied=len(tied),
         fragmentation=fragmentation,
     )
+
+
+def choose_shared_gpu(left: Mapping[int, int], share: int) -> int | None:
+    """The GPU a pod asking ``share`` thousandths of one GPU goes on; None when no GPU has that much left.
+
+    ``left`` holds the thousandths left on each GPU the pod may use (a free GPU has them all). Best fit:
+    the GPU with the least left that still fits, so partly used GPUs fill up before a whole one breaks
+    (whole-GPU requests need those); then the lowest index.
+    """
+    fitting = [(amount, index) for index, amount in left.items() if amount >= share]
+    return min(fitting)[1] if fitting else None
 
 
 def _set_score(weakest: int, total: int, negative_span: int) -> SetScore:

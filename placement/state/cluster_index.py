@@ -38,6 +38,8 @@ from agent.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
 from agent.topology.podfingerprint import pods_fingerprint
 from placement.core.feasibility import (
     CPU,
+    GPU_MILLI,
+    GPU_SHARE,
     MAX_NUMA,
     POLICY_CODES,
     BoolArray,
@@ -52,7 +54,7 @@ from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.state.pods import PodUsage
 
 _MILLI = 1000.0
-_BASE_RESOURCES = (CPU, "memory", "hugepages-2Mi", "hugepages-1Gi", GPU_RESOURCE)
+_BASE_RESOURCES = (CPU, "memory", "hugepages-2Mi", "hugepages-1Gi", GPU_RESOURCE, GPU_SHARE)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class ClusterIndex:
         self.spanning_distance: npt.NDArray[np.float32] = grow(
             None if first else self.spanning_distance, (capacity,), np.float32
         )
+        self.gpu_share_free: FloatArray = grow(None if first else self.gpu_share_free, (capacity,), np.float64)
         self._slot_names.extend([None] * (capacity - old))
         self._free_slots.extend(range(capacity - 1, old - 1, -1))
         self._capacity = capacity
@@ -181,6 +184,7 @@ class ClusterIndex:
             self.spanning_bandwidth,
             self.local_distance,
             self.spanning_distance,
+            self.gpu_share_free,
         )
         return sum(a.nbytes for a in arrays)
 
@@ -234,6 +238,7 @@ class ClusterIndex:
         self.spanning_bandwidth[slot] = 0
         self.local_distance[slot] = 0
         self.spanning_distance[slot] = 0
+        self.gpu_share_free[slot] = 0
 
     def _write_report(self, node: _Node, topology: NodeTopology) -> None:
         slot = node.slot
@@ -272,8 +277,14 @@ class ClusterIndex:
             # The kubelet's CalculateAverageFor: every ordered pair, self-distances included.
             self.spanning_distance[slot] = sum(flat) / len(flat) if flat and all(flat) else 0
         unaligned = sum(1 for gpu in topology.gpus if gpu.numa_node is None and gpu.healthy)
+        gpu = self._column(GPU_RESOURCE)
         if unaligned:
-            self.node_allocatable[self._column(GPU_RESOURCE), slot] += unaligned
+            self.node_allocatable[gpu, slot] += unaligned
+        # Every GPU also offers GPU_MILLI thousandths to pods that share one, in the same cells.
+        share = self._column(GPU_SHARE)
+        self.node_allocatable[share, slot] = GPU_MILLI * self.node_allocatable[gpu, slot]
+        self.cell_total[share, slot] = GPU_MILLI * self.cell_total[gpu, slot]
+        self.reported_free[share, slot] = GPU_MILLI * self.reported_free[gpu, slot]
         node.fingerprint = topology.pods_fingerprint
         node.gpus = self._gpu_shape(topology)
         self.generation[slot] += 1
@@ -386,11 +397,21 @@ class ClusterIndex:
         claimed = np.zeros(MAX_NUMA, dtype=np.bool_)
         isolated = np.zeros(MAX_NUMA, dtype=np.bool_)
         ids = [int(i) for i in self.cell_ids[slot, :count]]
+        gpu, share = self._resources.index(GPU_RESOURCE), self._resources.index(GPU_SHARE)
+        shared_by_all: dict[int, float] = {}  # thousandths shared out of each GPU, by every pod we know
+        shared_unaccounted: set[int] = set()
         for entry in node.pods.values():
             usage = entry.usage
             for name, amount in usage.demand.node_requests:
                 if name in self._resources:
                     node_free[self._resources.index(name)] -= amount
+            # A whole GPU is gone for sharing too; a shared GPU is gone for whole-GPU requests (below).
+            node_free[share] -= GPU_MILLI * dict(usage.demand.device_requests).get(GPU_RESOURCE, 0.0)
+            if _shares_gpu(usage):
+                for index in usage.gpus:
+                    shared_by_all[index] = shared_by_all.get(index, 0.0) + _share_of(usage)
+                    if not entry.accounted:
+                        shared_unaccounted.add(index)
             known = [ids.index(c) for c in usage.cells if c in ids]
             if known:
                 claimed[known] = True
@@ -398,8 +419,15 @@ class ClusterIndex:
                     isolated[known] = True
             if not entry.accounted:
                 self._charge(free, usage, known or list(range(count)), node.gpus, ids)
+        node_free[gpu] -= len(shared_by_all)
+        for index in shared_unaccounted:
+            numa = node.gpus.numa_of.get(index) if node.gpus is not None else None
+            if numa in ids:
+                free[gpu, ids.index(numa)] -= 1
         self.cell_free[:, slot, :] = np.clip(free, 0, self.cell_total[:, slot, :])
         self.node_free[:, slot] = node_free
+        left = self._share_left(node, shared_by_all)
+        self.gpu_share_free[slot] = max(left.values(), default=0)
         self.cell_claimed[slot] = claimed
         self.cell_isolated[slot] = isolated
 
@@ -413,13 +441,20 @@ class ClusterIndex:
         if demand.guaranteed:
             charges.extend(demand.memory_requests)
         for name, amount in demand.device_requests:
-            if name == GPU_RESOURCE and usage.gpus and gpus is not None:
-                # Known GPUs: charge exactly the cells they sit on.
+            if name in (GPU_RESOURCE, GPU_SHARE) and usage.gpus and gpus is not None:
+                # Known GPUs: charge exactly the cells they sit on; a whole GPU takes all its thousandths.
                 for index in usage.gpus:
                     numa = gpus.numa_of.get(index)
                     if numa in ids:
-                        free[self._resources.index(name), ids.index(numa)] -= 1
+                        cell = ids.index(numa)
+                        if name == GPU_RESOURCE:
+                            free[self._resources.index(GPU_RESOURCE), cell] -= 1
+                            free[self._resources.index(GPU_SHARE), cell] -= GPU_MILLI
+                        else:
+                            free[self._resources.index(GPU_SHARE), cell] -= amount
                 continue
+            if name == GPU_RESOURCE:
+                charges.append((GPU_SHARE, GPU_MILLI * amount))
             charges.append((name, amount))
         for name, amount in charges:
             if name in self._resources:
@@ -447,6 +482,7 @@ class ClusterIndex:
             spanning_bandwidth=self.spanning_bandwidth,
             local_distance=self.local_distance,
             spanning_distance=self.spanning_distance,
+            gpu_share_free=self.gpu_share_free,
         )
 
     def __len__(self) -> int:
@@ -484,7 +520,34 @@ class ClusterIndex:
             return frozenset()
         return frozenset(i for entry in self._nodes[name].pods.values() for i in entry.usage.gpus)
 
+    def gpu_share_left(self, slot: int) -> dict[int, int]:
+        """Thousandths left per GPU that a pod may share: healthy, not held whole by a pod we know."""
+        name = self._slot_names[slot]
+        if name is None:
+            return {}
+        node = self._nodes[name]
+        shared: dict[int, float] = {}
+        for entry in node.pods.values():
+            if _shares_gpu(entry.usage):
+                for index in entry.usage.gpus:
+                    shared[index] = shared.get(index, 0.0) + _share_of(entry.usage)
+        return {index: int(amount) for index, amount in self._share_left(node, shared).items()}
+
+    def _share_left(self, node: _Node, shared: Mapping[int, float]) -> dict[int, float]:
+        if node.gpus is None:
+            return {}
+        whole = {i for e in node.pods.values() if not _shares_gpu(e.usage) for i in e.usage.gpus}
+        return {i: GPU_MILLI - shared.get(i, 0.0) for i in sorted(node.gpus.healthy - whole)}
+
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:
             node = self._nodes.get(name)
             return [] if node is None else [(e.usage, e.bound, e.accounted) for e in node.pods.values()]
+
+
+def _share_of(usage: PodUsage) -> float:
+    return dict(usage.demand.device_requests).get(GPU_SHARE, 0.0)
+
+
+def _shares_gpu(usage: PodUsage) -> bool:
+    return _share_of(usage) > 0

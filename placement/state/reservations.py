@@ -18,8 +18,9 @@ Lifecycle of a reservation (one per pod)::
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,6 +132,7 @@ class Reservations:
                     landing_cell=int(scores.landing_cell[position]),
                     gpu_table=None if shape is None else shape.table,
                     free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(row),
+                    gpu_share_left=None if shape is None else index.gpu_share_left(row),
                 )
                 if isinstance(plan, str):
                     skipped[node] = plan
@@ -170,6 +172,30 @@ class Reservations:
                 skipped=skipped,
                 slot_names=index.slot_names(),
             )
+
+    def reserve_all(self, usages: Sequence[PodUsage], *, expires: bool = True) -> float:
+        """Reserve placements planned elsewhere (a gang's) together, under the index lock: all or none.
+
+        The caller planned them on the index's arrays under the same lock hold, so they fit; a retry of a
+        pod replaces its earlier reservation, as in ``decide``. ``expires=False``: no TTL, the caller
+        releases them (a gang's permit timeout must release the whole gang, never one member). Returns
+        the expiry (``math.inf`` without TTL).
+        """
+        with self._index.lock:
+            expires_at = self._clock() + self._ttl_s if expires else math.inf
+            done: list[tuple[str, str]] = []
+            try:
+                for usage in usages:
+                    if usage.key in self._pending:
+                        self._release(usage.key)
+                    self._index.assume_pod(usage)
+                    self._pending[usage.key] = _Reservation(node=usage.node, expires_at=expires_at)
+                    done.append(usage.key)
+            except BaseException:
+                for key in done:
+                    self._release(key)
+                raise
+            return expires_at
 
     def observe_pod(self, usage: PodUsage) -> None:
         """The pod watch shows ``usage`` bound: confirms (or moves) its reservation; stops its TTL."""

@@ -1,0 +1,184 @@
+"""The placement service under load: Filter + Score of one pod over 1,000 nodes, from a separate client process.
+
+``python -m benchmarks.placement_service`` starts the service as a child process on 127.0.0.1 (a random
+port) over a cluster of the fixture machines (``benchmarks.placement_core.machines``: CPU, 8x H100 and 4x
+L40S nodes under every kubelet policy), and drives it from this process through a real gRPC channel:
+
+* latency: one decision at a time (a decision = a Filter then a Score call naming every node, as a
+  kube-scheduler extender sends them), p50 and p99 over ``--decisions`` after a warm-up;
+* throughput: ``--clients`` threads issuing decisions back to back for ``--seconds``; decisions per second;
+* memory: the service process's RSS with 1,000 and with 10,000 nodes loaded, after a few decisions.
+
+Everything is bounded (counts and seconds) and on loopback; the service is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+import grpc
+import psutil
+
+from placement.api.v1 import placement_pb2 as pb
+from placement.api.v1 import placement_pb2_grpc
+from placement.engine import PlacementEngine
+from placement.server import PlacementServer, ServerOptions
+from placement.state.cluster_index import ClusterIndex
+
+TARGET_P99_MS = 5.0
+TARGET_DECISIONS_PER_S = 500.0
+TARGET_RSS_MB_AT_10K = 150.0
+_READY = "READY"
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{n:05d}" for n in range(count)]
+
+
+def serve(count: int) -> None:
+    """The child: build the index, start the service, print the port, serve until stdin closes."""
+    from benchmarks.placement_core import machines  # noqa: PLC0415  (the fixtures load only in the child)
+
+    kinds = machines()
+    index = ClusterIndex(initial_capacity=count)
+    for n, name in enumerate(node_names(count)):
+        index.upsert_topology(name, kinds[n % len(kinds)])
+    del kinds
+    gc.collect()
+
+    async def run() -> None:
+        server = PlacementServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", workers=2))
+        port = await server.start()
+        print(f"{_READY} {port}", flush=True)
+        # The parent closes our stdin to stop us; read it off the event loop.
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await server.stop(1.0)
+
+    asyncio.run(run())
+
+
+class Service:
+    """The service child process and a channel to it."""
+
+    def __init__(self, count: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.placement_service", "--serve", str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        if not line or line[0] != _READY:
+            self.process.kill()
+            raise SystemExit(f"the service did not start (exit status {self.process.wait()})")
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}")
+        self.stub = placement_pb2_grpc.PlacementStub(self.channel)
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.process.pid).memory_info().rss) / 1e6
+
+    def close(self) -> None:
+        self.channel.close()
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def gpu_pod() -> pb.Pod:
+    resources = {"cpu": "24", "memory": "256Gi", "nvidia.com/gpu": "4"}
+    return pb.Pod(namespace="bench", name="trainer", containers=[pb.Container(name="main", limits=resources)])
+
+
+def decide(stub: placement_pb2_grpc.PlacementStub, filter_request: pb.FilterRequest) -> int:
+    """One scheduling decision as an extender makes it: Filter, then Score the feasible nodes."""
+    feasible = stub.Filter(filter_request, timeout=10).feasible_nodes
+    scores = stub.Score(pb.ScoreRequest(pod=filter_request.pod, node_names=feasible), timeout=10).scores
+    return len(scores)
+
+
+def latency(service: Service, count: int, decisions: int) -> tuple[float, float, int]:
+    request = pb.FilterRequest(pod=gpu_pod(), node_names=node_names(count))
+    for _ in range(50):
+        feasible = decide(service.stub, request)
+    timings = []
+    for _ in range(decisions):
+        start = time.perf_counter()
+        decide(service.stub, request)
+        timings.append((time.perf_counter() - start) * 1000)
+    timings.sort()
+    return statistics.median(timings), timings[int(0.99 * (len(timings) - 1))], feasible
+
+
+def throughput(service: Service, count: int, clients: int, seconds: float) -> float:
+    request = pb.FilterRequest(pod=gpu_pod(), node_names=node_names(count))
+    done = [0] * clients
+    deadline = time.monotonic() + seconds
+
+    def client(slot: int) -> None:
+        while time.monotonic() < deadline:
+            decide(service.stub, request)
+            done[slot] += 1
+
+    threads = [threading.Thread(target=client, args=(slot,)) for slot in range(clients)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(done) / (time.monotonic() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--decisions", type=int, default=1_000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--serve", type=int, metavar="NODES", help=argparse.SUPPRESS)  # the child's role
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(args.serve)
+        return 0
+
+    print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
+    service = Service(args.nodes)
+    try:
+        p50, p99, feasible = latency(service, args.nodes, args.decisions)
+        rate = throughput(service, args.nodes, args.clients, args.seconds)
+        rss_small = service.rss_mb()
+    finally:
+        service.close()
+    print(f"Filter+Score over {args.nodes} nodes ({feasible} feasible), one at a time, {args.decisions} decisions:")
+    print(f"  p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= {TARGET_P99_MS} ms)")
+    print(
+        f"  sustained: {rate:.0f} decisions/s with {args.clients} client threads (target >= {TARGET_DECISIONS_PER_S})"
+    )
+    print(f"  service RSS with {args.nodes} nodes: {rss_small:.1f} MB")
+
+    large = Service(10_000)
+    try:
+        large_p50, large_p99, _ = latency(large, 10_000, 100)
+        rss_large = large.rss_mb()
+    finally:
+        large.close()
+    print(f"service RSS with 10000 nodes: {rss_large:.1f} MB (target <= {TARGET_RSS_MB_AT_10K} MB)")
+    print(f"  (Filter+Score over 10000 nodes: p50 {large_p50:.1f} ms, p99 {large_p99:.1f} ms over 100 decisions)")
+    met = p99 <= TARGET_P99_MS and rate >= TARGET_DECISIONS_PER_S and rss_large <= TARGET_RSS_MB_AT_10K
+    print("all targets met" if met else "TARGET MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Pod-group membership, read from pod labels exactly as users write them.
+
+Keys (labels; the spread policy may also be an annotation, which then wins)::
+
+    pod-group.scheduling.kubenexus.io/name            the group's name, unique within the namespace
+    pod-group.scheduling.kubenexus.io/min-available   members that must be placed together (>= 1)
+    scheduling.x-k8s.io/pod-group                     scheduler-plugins: the name of a PodGroup object,
+                                                      whose spec.minMember gives min-available
+    scheduling.kubenexus.io/gang-numa-spread          packed | spread | balanced (default packed)
+
+Every operator that lets users label the pods of a job (Job, PyTorchJob, SparkApplication, MPIJob, Ray)
+can form a group without a change of its own: the labels go on the pod templates (docs/gang.md).
+
+A group lives in one namespace: two namespaces may use one name for two different groups. Both label
+families may name the group on one pod, but then they must name the same group, and a PodGroup's
+``minMember`` must agree with ``min-available`` when both are given. Errors name the key, the value and
+what is accepted, like ``placement.core.intent.IntentError``; they are raised, never half-applied.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+NAME_KEY = "pod-group.scheduling.kubenexus.io/name"
+MIN_AVAILABLE_KEY = "pod-group.scheduling.kubenexus.io/min-available"
+SCHEDULER_PLUGINS_KEY = "scheduling.x-k8s.io/pod-group"
+SPREAD_KEY = "scheduling.kubenexus.io/gang-numa-spread"
+
+# A label value: what the API server accepts, so the name also survives being written back onto pods.
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_LABEL_VALUE_MAX = 63
+_NAME_ACCEPTED = "a label value: 1-63 characters [A-Za-z0-9-_.], starting and ending alphanumeric"
+_MIN_ACCEPTED = "a positive integer, e.g. 8"
+
+
+class SpreadPolicy(enum.StrEnum):
+    """How a gang's members are laid out over nodes and NUMA cells (docs/gang.md)."""
+
+    PACKED = "packed"  # fewest nodes, then one fabric clique, rack, zone, NUMA cell
+    SPREAD = "spread"  # one member per node, zones round robin
+    BALANCED = "balanced"  # fewest nodes, members even over them and over their NUMA cells
+
+
+class PodGroupError(ValueError):
+    """A pod-group label (or PodGroup field) the service refuses; names the key, value and accepted values."""
+
+    def __init__(self, key: str, value: str, accepted: str, detail: str = "") -> None:
+        self.key = key
+        self.value = value
+        self.accepted = accepted
+        reason = f" ({detail})" if detail else ""
+        super().__init__(f"invalid value {value!r} for {key}{reason}; accepted: {accepted}")
+
+
+@dataclass(frozen=True, order=True)
+class GroupRef:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PodGroupSpec:
+    """What the service needs from a scheduler-plugins PodGroup object (``scheduling.x-k8s.io``)."""
+
+    min_member: int
+
+
+@dataclass(frozen=True)
+class Membership:
+    """One pod's claim to belong to a group."""
+
+    group: GroupRef
+    min_available: int | None  # None: a scheduler-plugins member whose PodGroup object is not known yet
+    spread: SpreadPolicy
+
+
+def parse_membership(
+    namespace: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+    *,
+    pod_group: PodGroupSpec | None = None,
+) -> Membership | None:
+    """The pod's group, or None for a pod outside any group; raises ``PodGroupError`` on invalid values.
+
+    ``pod_group`` is the spec of the PodGroup object named by ``scheduling.x-k8s.io/pod-group``, when the
+    caller has it.
+    """
+    annotations = annotations or {}
+    ours = labels.get(NAME_KEY)
+    theirs = labels.get(SCHEDULER_PLUGINS_KEY)
+    minimum = labels.get(MIN_AVAILABLE_KEY)
+    if ours is None and theirs is None:
+        if minimum is not None:
+            raise PodGroupError(MIN_AVAILABLE_KEY, minimum, _MIN_ACCEPTED, f"set without {NAME_KEY}")
+        return None
+    name = _parse_name(NAME_KEY, ours) if ours is not None else None
+    plugin_name = _parse_name(SCHEDULER_PLUGINS_KEY, theirs) if theirs is not None else None
+    if name is not None and plugin_name is not None and name != plugin_name:
+        raise PodGroupError(
+            SCHEDULER_PLUGINS_KEY, plugin_name, f"the same group as {NAME_KEY} ({name!r})", "names another group"
+        )
+    min_available = None if minimum is None else parse_min_available(MIN_AVAILABLE_KEY, minimum)
+    if name is not None and plugin_name is None and min_available is None:
+        raise PodGroupError(MIN_AVAILABLE_KEY, "", _MIN_ACCEPTED, f"required with {NAME_KEY}")
+    if pod_group is not None:
+        if min_available is not None and min_available != pod_group.min_member:
+            raise PodGroupError(
+                MIN_AVAILABLE_KEY,
+                str(min_available),
+                f"the PodGroup's minMember ({pod_group.min_member})",
+                "disagrees with the PodGroup object",
+            )
+        min_available = pod_group.min_member
+    spread_text = annotations.get(SPREAD_KEY, labels.get(SPREAD_KEY))
+    return Membership(
+        group=GroupRef(namespace or "default", name or plugin_name or ""),
+        min_available=min_available,
+        spread=SpreadPolicy.PACKED if spread_text is None else parse_spread(spread_text),
+    )
+
+
+def parse_pod_group(obj: Mapping[str, Any]) -> PodGroupSpec:
+    """A scheduler-plugins PodGroup object (``scheduling.x-k8s.io/v1alpha1``): its ``spec.minMember``."""
+    spec = obj.get("spec") or {}
+    raw = spec.get("minMember")
+    if raw is None:
+        raise PodGroupError("PodGroup spec.minMember", "", _MIN_ACCEPTED, "missing")
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise PodGroupError("PodGroup spec.minMember", str(raw), _MIN_ACCEPTED, "not an integer")
+    return PodGroupSpec(min_member=parse_min_available("PodGroup spec.minMember", str(raw)))
+
+
+def parse_min_available(key: str, value: str) -> int:
+    text = value.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isascii() or not digits.isdigit():
+        raise PodGroupError(key, value, _MIN_ACCEPTED, "not an integer")
+    number = int(text)
+    if number < 0:
+        raise PodGroupError(key, value, _MIN_ACCEPTED, "negative")
+    if number == 0:
+        raise PodGroupError(key, value, _MIN_ACCEPTED, "zero: a group needs at least one member")
+    return number
+
+
+def parse_spread(value: str) -> SpreadPolicy:
+    try:
+        return SpreadPolicy(value.strip())
+    except ValueError:
+        raise PodGroupError(SPREAD_KEY, value, " | ".join(p.value for p in SpreadPolicy)) from None
+
+
+def _parse_name(key: str, value: str) -> str:
+    if not value:
+        raise PodGroupError(key, value, _NAME_ACCEPTED, "empty")
+    if len(value) > _LABEL_VALUE_MAX:
+        raise PodGroupError(key, value, _NAME_ACCEPTED, f"{len(value)} characters")
+    if not _LABEL_VALUE.fullmatch(value):
+        raise PodGroupError(key, value, _NAME_ACCEPTED)
+    return value

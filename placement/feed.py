@@ -1,0 +1,404 @@
+"""Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods.
+
+Each resource has one ``Reflector`` thread doing what client-go's reflector does:
+
+* **list**, then hand the whole set to the handler (``replace``: anything not in the list is gone);
+* **watch** from the list's ``resourceVersion``, applying events in order and remembering the version of
+  the last one (bookmarks included), and when the stream ends (server timeout, idle read timeout)
+  watch again from there: a resume, nothing re-read;
+* **410 Gone** (the version is older than etcd keeps) means events were lost: list again;
+* any other failure (connection refused, 5xx, 403) waits a capped, jittered exponential backoff and
+  resumes from the last version; one log line per failure, never an exception out of the thread.
+
+``ClusterFeed.synced`` is True only once every initial list has landed and while every watch is
+connected. The service reports NOT_SERVING on its health check and refuses decisions while it is
+False: a cache that is known to miss events must not place pods (it could double-book a cell).
+
+State rebuild: everything the service needs to continue after a restart or a failover is in the API,
+so the first lists rebuild it. Bound pods carry our ``assigned-numa-nodes`` / ``assigned-gpus``
+annotations (``pods.pod_usage`` reads them); a pod the binder reserved but had not bound yet carries
+``RESERVED_NODE_KEY`` beside those, and is charged on that node exactly like a reservation, so the
+next leader neither loses it nor hands its cells to another pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.topology.json_codec import TopologyDecodeError
+from agent.topology.labels import MODEL_KEY
+from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
+from placement.state.cluster_index import ClusterIndex
+from placement.state.pods import PodParseError, PodUsage, pod_usage
+from placement.state.reservations import Reservations
+
+log = logging.getLogger("kubenexus.placement.feed")
+
+NODES_PATH = "/api/v1/nodes"
+PODS_PATH = "/api/v1/pods"
+NRTS_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+
+# Written by the binder on a pod it has placed but not yet bound (value: the node name), beside the
+# assigned cells / GPUs. It stays on the bound pod as a record; once ``spec.nodeName`` is set that wins.
+RESERVED_NODE_KEY = "scheduling.kubenexus.io/reserved-node"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with jitter, so that replicas that lost the API do not return in step."""
+
+    base_s: float = 0.5
+    max_s: float = 30.0
+
+    def delay(self, failures: int, rng: random.Random) -> float:
+        ceiling = min(self.max_s, self.base_s * 2 ** max(0, failures - 1))
+        return rng.uniform(ceiling / 2, ceiling)
+
+
+class Handler(Protocol):
+    """What a reflector feeds: the full set after a list, then one event at a time."""
+
+    def replace(self, objects: list[Json]) -> None: ...
+    def apply(self, kind: str, obj: Json) -> None: ...  # kind: ADDED, MODIFIED, DELETED
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (HTTP 410 / an ERROR event with code 410): relist."""
+
+
+class Reflector:
+    """List then watch one collection into ``handler``; run ``run`` on its own thread."""
+
+    def __init__(
+        self,
+        api: KubeClient,
+        path: str,
+        handler: Handler,
+        *,
+        stop: threading.Event,
+        query: Mapping[str, str] | None = None,
+        watch_timeout_s: float = 300.0,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.path = path
+        self._api = api
+        self._handler = handler
+        self._stop = stop
+        self._query = dict(query or {})
+        self._watch_timeout_s = watch_timeout_s
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self.listed = False  # the initial list has landed
+        self.connected = False  # a watch stream is open (or the list just succeeded)
+        self.relists = 0
+
+    @property
+    def healthy(self) -> bool:
+        return self.listed and self.connected
+
+    def run(self) -> None:
+        version: str | None = None
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                version = self._watch(version)
+                failures = 0
+            except Gone:
+                # Not an outage: the history we would resume from was compacted. Relist at once.
+                log.info("watch history expired (410 Gone); relisting", extra={"resource": self.path})
+                self.connected = False
+                self.relists += 1
+                version = None
+            except TRANSPORT_ERRORS as error:
+                self.connected = False
+                if self._stop.is_set():
+                    return
+                failures += 1
+                delay = self._backoff.delay(failures, self._rng)
+                log.warning(
+                    "watch failed; retrying",
+                    extra={"resource": self.path, "error": describe(error), "retry_in_s": round(delay, 2)},
+                )
+                self._stop.wait(delay)
+        self.connected = False
+
+    def _list(self) -> str:
+        document = self._api.list(self.path, self._query)
+        items = document.get("items") or []
+        self._handler.replace([item for item in items if isinstance(item, dict)])
+        self.listed = self.connected = True
+        return str((document.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, version: str) -> str:
+        """Apply events until the stream ends; returns the version to resume from."""
+        events = self._api.watch(
+            self.path, resource_version=version, timeout_s=self._watch_timeout_s, query=self._query
+        )
+        try:
+            for event in events:
+                self.connected = True
+                kind = str(event.get("type", ""))
+                obj = event.get("object")
+                if not isinstance(obj, dict):
+                    raise ValueError(f"watch event without an object: {str(event)[:120]}")
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone
+                    raise ApiError(int(obj.get("code") or 500), str(obj.get("message", "")))
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind != "BOOKMARK":
+                    self._handler.apply(kind, obj)
+                if self._stop.is_set():
+                    break
+        except ApiError as error:
+            if error.status == 410:
+                raise Gone from None
+            raise
+        except TRANSPORT_ERRORS:
+            if self._stop.is_set():
+                return version
+            raise
+        return version
+
+
+class ClusterFeed:
+    """Nodes, NRTs and Pods into a ``ClusterIndex`` (and its ``Reservations``); ``start`` / ``stop``.
+
+    ``on_pod`` (optional) sees every pod event after the index did, for a caller that tracks pending
+    pods (the binder) or gang progress without a watch of its own.
+    """
+
+    def __init__(
+        self,
+        api: KubeClient,
+        index: ClusterIndex,
+        reservations: Reservations,
+        *,
+        watch_timeout_s: float = 300.0,
+        backoff: Backoff | None = None,
+        on_pod: Callable[[str, Json], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._stop = threading.Event()
+        self._topology = _TopologyHandler(index)
+        self._pods = _PodHandler(index, reservations, on_pod)
+        self._reflectors = tuple(
+            Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
+            for path, handler in (
+                (NODES_PATH, self._topology.nodes),
+                (NRTS_PATH, self._topology.nrts),
+                (PODS_PATH, self._pods),
+            )
+        )
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def synced(self) -> bool:
+        """Every initial list landed and every watch is connected: decisions may be served."""
+        return all(reflector.healthy for reflector in self._reflectors)
+
+    @property
+    def relists(self) -> int:
+        return sum(reflector.relists for reflector in self._reflectors)
+
+    def start(self) -> None:
+        for reflector in self._reflectors:
+            thread = threading.Thread(target=reflector.run, name=f"feed {reflector.path}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Block until ``synced`` (True) or ``timeout_s`` passed (False)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.synced and time.monotonic() < deadline and not self._stop.wait(0.05):
+            pass
+        return self.synced
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._api.close_streams()
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+
+# --- handlers ------------------------------------------------------------------------------------------
+
+
+class _TopologyHandler:
+    """Node annotations and NRT objects into the index; an NRT wins over the annotation for its node.
+
+    Both carry the same model, but the NRT also carries the kubelet's per-zone availability, and a Node
+    changes every few seconds for reasons that are not ours (status heartbeats): so a node with an NRT is
+    read from it, a node without one from its annotation, and an unchanged annotation is not re-decoded.
+    """
+
+    def __init__(self, index: ClusterIndex) -> None:
+        self._index = index
+        self._lock = threading.Lock()
+        self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
+        self._nrts: dict[str, Json] = {}
+        self.nodes = _Collection(self._node_changed, self._node_removed)
+        self.nrts = _Collection(self._nrt_changed, self._nrt_removed)
+
+    def _node_changed(self, name: str, obj: Json) -> None:
+        metadata = obj.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        if MODEL_KEY not in annotations:
+            return  # no agent on this node yet (or NRT-only mode): nothing to read
+        report = (dict(metadata.get("labels") or {}), dict(annotations))
+        with self._lock:
+            unchanged = self._annotations.get(name, (None, {}))[1].get(MODEL_KEY) == annotations[MODEL_KEY]
+            self._annotations[name] = report
+            if unchanged or name in self._nrts:
+                return
+            self._decode(name, lambda: self._index.upsert_node(name, *report))
+
+    def _node_removed(self, name: str) -> None:
+        with self._lock:
+            self._annotations.pop(name, None)
+            self._nrts.pop(name, None)
+            self._index.remove_node(name)
+
+    def _nrt_changed(self, name: str, obj: Json) -> None:
+        with self._lock:
+            if self._nrts.get(name) == obj:
+                return
+            self._nrts[name] = obj
+            self._decode(name, lambda: self._index.upsert_nrt(obj))
+
+    def _nrt_removed(self, name: str) -> None:
+        with self._lock:
+            self._nrts.pop(name, None)
+            report = self._annotations.get(name)
+            if report is None:
+                self._index.remove_node(name)
+            else:
+                self._decode(name, lambda: self._index.upsert_node(name, *report))
+
+    @staticmethod
+    def _decode(name: str, upsert: Callable[[], None]) -> None:
+        try:
+            upsert()
+        except (TopologyDecodeError, ValueError, KeyError, TypeError) as error:
+            # The node keeps its last good report; the agent's next publish will repair it.
+            log.warning(
+                "cannot read the topology of a node; keeping its last report", extra={"node": name, "error": str(error)}
+            )
+
+
+class _Collection:
+    """A handler over named objects: ``replace`` turns a list into changes and removals."""
+
+    def __init__(self, changed: Callable[[str, Json], None], removed: Callable[[str], None]) -> None:
+        self._changed = changed
+        self._removed = removed
+        self._names: set[str] = set()
+
+    def replace(self, objects: list[Json]) -> None:
+        seen = {_name(obj): obj for obj in objects}
+        for name in self._names - set(seen):
+            self._removed(name)
+        for name, obj in seen.items():
+            self._changed(name, obj)
+        self._names = set(seen)
+
+    def apply(self, kind: str, obj: Json) -> None:
+        name = _name(obj)
+        if kind == "DELETED":
+            self._names.discard(name)
+            self._removed(name)
+        else:
+            self._names.add(name)
+            self._changed(name, obj)
+
+
+class _PodHandler:
+    """Pods into the index and the reservations, including the binder's reserved-not-bound pods."""
+
+    def __init__(
+        self, index: ClusterIndex, reservations: Reservations, on_pod: Callable[[str, Json], None] | None
+    ) -> None:
+        self._index = index
+        self._reservations = reservations
+        self._on_pod = on_pod
+        self._known: set[tuple[str, str]] = set()
+
+    def replace(self, objects: list[Json]) -> None:
+        listed = {pod_key(obj): obj for obj in objects}
+        for key in self._known - set(listed):
+            self._deleted(key)
+        for obj in listed.values():
+            self._changed(obj)
+        if self._on_pod is not None:
+            for obj in listed.values():
+                self._on_pod("ADDED", obj)
+
+    def apply(self, kind: str, obj: Json) -> None:
+        if kind == "DELETED":
+            self._deleted(pod_key(obj))
+        else:
+            self._changed(obj)
+        if self._on_pod is not None:
+            self._on_pod(kind, obj)
+
+    def _changed(self, obj: Json) -> None:
+        key = pod_key(obj)
+        self._known.add(key)
+        try:
+            bound = pod_usage(obj)
+            reserved = None if bound is not None else reserved_usage(obj)
+        except PodParseError as error:
+            log.warning("cannot count a pod; ignoring it", extra={"pod": "/".join(key), "error": str(error)})
+            return
+        if bound is not None:
+            self._reservations.observe_pod(bound)
+            return
+        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self._reservations.observe_pod_deleted(*key)
+            return
+        if key in self._reservations.pending():
+            return  # a decision of this process, in flight: the reservation already charges it
+        if reserved is not None:
+            # The binder's reservation, written before it binds: charge it as one, so that a new
+            # leader (or this one after a restart) sees those cells taken until the pod binds.
+            self._index.assume_pod(reserved)
+            return
+        held = self._index.pod(*key)
+        if held is not None and not held[1]:
+            # Pending without the annotation: the binder gave up a reservation restored earlier.
+            self._index.remove_pod(*key)
+
+    def _deleted(self, key: tuple[str, str]) -> None:
+        self._known.discard(key)
+        self._reservations.observe_pod_deleted(*key)
+
+
+def reserved_usage(obj: Mapping[str, Any]) -> PodUsage | None:
+    """The reservation a pending pod carries in ``RESERVED_NODE_KEY``; None when it carries none."""
+    metadata = obj.get("metadata") or {}
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    node = annotations.get(RESERVED_NODE_KEY)
+    if not node or (obj.get("spec") or {}).get("nodeName"):
+        return None
+    # pod_usage reads the requests and our cell / GPU annotations of a bound pod: present the pod as
+    # bound to the reserved node to read them the same way.
+    placed = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
+    return pod_usage(placed)
+
+
+def pod_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or "default"), str(metadata.get("name") or ""))
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")

@@ -1,0 +1,61 @@
+"""The placement service's Prometheus metrics, in their own registry so that tests and benchmarks read them."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from placement.engine import PlacementEngine, Rejection
+
+# Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class PlacementMetrics:
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "kubenexus_placement_rpc_duration_seconds",
+            "Time to answer one RPC, decoding to encoding, by method and status code.",
+            ["method", "code"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.rejections = Counter(
+            "kubenexus_placement_rejections",
+            "Candidate nodes rejected for a pod, by kind (insufficient-resources, kubelet-topology, intent, ...).",
+            ["kind"],
+            registry=self.registry,
+        )
+        Gauge(
+            "kubenexus_placement_gangs_waiting",
+            "Pod groups waiting for all their members to fit.",
+            registry=self.registry,
+        ).set_function(lambda: float(engine.gangs_waiting()))
+        Gauge(
+            "kubenexus_placement_cache_age_seconds",
+            "Seconds since the cluster cache was last in sync with the API (0 while it is).",
+            registry=self.registry,
+        ).set_function(engine.cache_age_s)
+        Gauge(
+            "kubenexus_placement_cache_synced",
+            "1 while the cluster cache is synced and decisions are served.",
+            registry=self.registry,
+        ).set_function(lambda: float(engine.is_synced()))
+        Gauge(
+            "kubenexus_placement_nodes",
+            "Nodes with a topology report in the cache.",
+            registry=self.registry,
+        ).set_function(lambda: float(len(engine.index)))
+
+    def count_rejections(self, rejected: Iterable[Rejection]) -> None:
+        # One increment per kind, not per node: a Filter over 1,000 nodes stays cheap.
+        for kind, count in Tally(r.kind for r in rejected).items():
+            self.rejections.labels(kind.value).inc(count)
+
+    def serve_http(self, address: str) -> None:
+        """Expose /metrics on ``host:port`` (a daemon thread)."""
+        host, _, port = address.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)

@@ -1,0 +1,222 @@
+"""Pending pods as clients send them, validated strictly into what the placement core decides on.
+
+``placement.state.pods`` reads pods the watch shows bound, which the API server has already validated; a
+pod here comes from a client (the scheduler shim, a person with grpcurl) before anything checked it, so
+every field is validated with a message that names the pod, the container and the field: negative or
+malformed quantities, requests above limits, fractional devices, unknown intent values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from placement.core.intent import IntentError, PodIntent, parse_pod_intent
+from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.errors import InvalidRequest
+from placement.state.pods import PodParseError, parse_quantity
+
+MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
+MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
+_CPU_MEMORY = ("cpu", "memory")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+    restartable: bool = False  # an init container with restartPolicy: Always
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """A pod as the API carries it: identity, labels, annotations and containers; nothing validated yet."""
+
+    namespace: str
+    name: str
+    containers: tuple[ContainerSpec, ...]
+    init_containers: tuple[ContainerSpec, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    """A validated pod: the kubelet-level model the core admits, and the pod's NUMA intent."""
+
+    namespace: str
+    name: str
+    pod: Pod
+    intent: PodIntent
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+
+def pod_spec_from_json(text: str) -> PodSpec:
+    """A Kubernetes Pod object as JSON (``kubectl get pod -o json``)."""
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise InvalidRequest(f"pod_json is not valid JSON: {error}") from None
+    return pod_spec_from_object(document)
+
+
+def pod_spec_from_object(document: Any) -> PodSpec:
+    """A Kubernetes Pod object as a decoded JSON document."""
+    if not isinstance(document, dict):
+        raise InvalidRequest("pod_json must be a JSON object (a Kubernetes Pod)")
+    metadata = _object(document.get("metadata"), "metadata")
+    spec = _object(document.get("spec"), "spec")
+    return PodSpec(
+        namespace=_string(metadata.get("namespace", ""), "metadata.namespace"),
+        name=_string(metadata.get("name", ""), "metadata.name"),
+        labels=_string_map(metadata.get("labels"), "metadata.labels"),
+        annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
+        containers=_containers(spec.get("containers"), "spec.containers", init=False),
+        init_containers=_containers(spec.get("initContainers"), "spec.initContainers", init=True),
+    )
+
+
+def _containers(value: Any, where: str, *, init: bool) -> tuple[ContainerSpec, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{where} must be a list")
+    result = []
+    for position, item in enumerate(value):
+        container = _object(item, f"{where}[{position}]")
+        resources = _object(container.get("resources"), f"{where}[{position}].resources")
+        result.append(
+            ContainerSpec(
+                name=_string(container.get("name", ""), f"{where}[{position}].name"),
+                requests=_quantity_map(resources.get("requests"), f"{where}[{position}].resources.requests"),
+                limits=_quantity_map(resources.get("limits"), f"{where}[{position}].resources.limits"),
+                restartable=init and container.get("restartPolicy") == "Always",
+            )
+        )
+    return tuple(result)
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{where} must be a JSON object")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{where} must be a string")
+    return value
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    return {key: _string(item, f"{where}[{key!r}]") for key, item in _object(value, where).items()}
+
+
+def _quantity_map(value: Any, where: str) -> dict[str, str]:
+    # JSON numbers are valid quantities (`"cpu": 2`); bool is an int in Python but not a quantity.
+    result = {}
+    for key, item in _object(value, where).items():
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise InvalidRequest(f"{where}[{key!r}] must be a Kubernetes quantity string")
+        result[key] = str(item)
+    return result
+
+
+def validate_pod(spec: PodSpec) -> PendingPod:
+    """The pod the core decides on; raises ``InvalidRequest`` naming the first invalid field."""
+    if not spec.name:
+        raise InvalidRequest("pod name is required")
+    namespace = spec.namespace or "default"
+    where = f"pod {namespace}/{spec.name}"
+    if not spec.containers:
+        raise InvalidRequest(f"{where}: at least one container is required")
+    for kind, containers in (("containers", spec.containers), ("init containers", spec.init_containers)):
+        if len(containers) > MAX_CONTAINERS:
+            raise InvalidRequest(f"{where}: {len(containers)} {kind}, more than the {MAX_CONTAINERS} accepted")
+    try:
+        intent = parse_pod_intent(spec.annotations, spec.labels)
+    except IntentError as error:
+        raise InvalidRequest(f"{where}: {error}") from None
+    all_containers = (*spec.init_containers, *spec.containers)
+    amounts = [_amounts(c, f"{where} container {c.name or '?'}") for c in all_containers]
+    model = Pod(
+        containers=tuple(
+            _model(c, a) for c, a in zip(spec.containers, amounts[len(spec.init_containers) :], strict=True)
+        ),
+        init_containers=tuple(
+            _model(c, a) for c, a in zip(spec.init_containers, amounts[: len(spec.init_containers)], strict=True)
+        ),
+        qos=_qos(amounts),
+    )
+    return PendingPod(
+        namespace=namespace,
+        name=spec.name,
+        pod=model,
+        intent=intent,
+        labels=dict(spec.labels),
+        annotations=dict(spec.annotations),
+    )
+
+
+@dataclass(frozen=True)
+class _Amounts:
+    requests: dict[str, Decimal]  # the effective requests: a limit without a request sets the request
+    limits: dict[str, Decimal]
+
+
+def _amounts(container: ContainerSpec, where: str) -> _Amounts:
+    def parse(values: Mapping[str, str], kind: str) -> dict[str, Decimal]:
+        parsed = {}
+        for name, text in values.items():
+            label = f"{where}: {kind}.{name}"
+            try:
+                amount = parse_quantity(text, where=label)
+            except PodParseError as error:
+                raise InvalidRequest(str(error)) from None
+            if not amount.is_finite() or amount < 0:
+                raise InvalidRequest(f"{label} must not be negative, got {text!r}")
+            if amount > MAX_AMOUNT:
+                raise InvalidRequest(f"{label} is too large: {text!r}")
+            if name not in _CPU_MEMORY and amount != amount.to_integral_value():
+                raise InvalidRequest(f"{label} must be a whole number, got {text!r}")
+            parsed[name] = amount
+        return parsed
+
+    limits = parse(container.limits, "limits")
+    requests = {**limits, **parse(container.requests, "requests")}
+    for name, limit in limits.items():
+        if requests[name] > limit:
+            raise InvalidRequest(f"{where}: requests.{name} {requests[name]} exceeds limits.{name} {limit}")
+    return _Amounts(requests=requests, limits=limits)
+
+
+def _model(container: ContainerSpec, amounts: _Amounts) -> Container:
+    requests = amounts.requests
+    hugepages = tuple((n, int(v)) for n, v in sorted(requests.items()) if n.startswith("hugepages-"))
+    devices = tuple((n, int(v)) for n, v in sorted(requests.items()) if "/" in n and not n.startswith("hugepages-"))
+    return Container(
+        name=container.name,
+        cpu_millis=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
+        memory=int(requests.get("memory", Decimal(0))),
+        hugepages=hugepages,
+        devices=devices,
+        restartable=container.restartable,
+    )
+
+
+def _qos(amounts: Sequence[_Amounts]) -> QOSClass:
+    """``GetPodQOS`` over cpu and memory: Guaranteed when every container's requests equal its limits."""
+    if not any(name in a.requests or name in a.limits for a in amounts for name in _CPU_MEMORY):
+        return QOSClass.BEST_EFFORT
+    guaranteed = all(
+        name in a.limits and a.requests.get(name) == a.limits[name] for a in amounts for name in _CPU_MEMORY
+    )
+    return QOSClass.GUARANTEED if guaranteed else QOSClass.BURSTABLE

@@ -1,0 +1,423 @@
+"""The standalone binder: a secondary scheduler for pods with ``schedulerName: kubenexus-scheduler``.
+
+It watches those pods, asks the placement service where each pending one goes (``Reserve`` for a lone
+pod, ``PlaceGang`` for a pod group) and binds through the Binding API, in two phases:
+
+1. **reserve**: write the placement on every pod of the decision (``RESERVED_NODE_KEY``, the assigned NUMA
+   cells and GPUs). From here on the decision is in the cluster, not only in this process: any replica's
+   cluster feed charges those cells to those pods.
+2. **bind**: one Binding per pod, then a ``Scheduled`` Event naming the cells and GPUs.
+
+A binder that dies between the phases loses nothing: the next leader finds pods that carry a reservation
+and binds each to its reserved node, asking nothing new (the cells are still charged to them, so nothing
+is double-booked). A group whose reservation was only partly written is cleared and planned again.
+
+Users follow it with ``kubectl describe pod``: ``Scheduled`` (Normal), ``WaitingForPodGroup`` (Normal,
+"waiting for pod group ns/name: 3/8 members"), ``FailedScheduling`` (Warning: an invalid annotation, or
+why no node holds the pod). An invalid request leaves the pod pending with its Event until it changes.
+
+Only the leader of the binder's Lease binds; the others keep their watch warm for a fast takeover.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from placement.api.v1 import placement_pb2 as pb
+from placement.feed import PODS_PATH, RESERVED_NODE_KEY, Reflector, pod_key
+from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
+from placement.shim.client import PlacementClient, ServiceError
+from placement.shim.flags import SCHEDULER_NAME
+from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+
+log = logging.getLogger("kubenexus.placement.binder")
+
+GROUP_NAME_LABEL = "pod-group.scheduling.kubenexus.io/name"
+GROUP_MIN_LABEL = "pod-group.scheduling.kubenexus.io/min-available"
+PodKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One pod's placement as the binder writes it."""
+
+    pod: Json
+    node: str
+    cells: tuple[int, ...]
+    gpus: tuple[int, ...]
+    annotations: Mapping[str, str]
+
+
+class Binder:
+    """Watches our pods and, while ``is_leader()``, schedules the pending ones every ``interval_s``."""
+
+    def __init__(
+        self,
+        api: KubeClient,
+        service: PlacementClient,
+        *,
+        is_leader: Callable[[], bool],
+        identity: str,
+        scheduler_name: str = SCHEDULER_NAME,
+        interval_s: float = 1.0,
+        watch_timeout_s: float = 300.0,
+    ) -> None:
+        self._api = api
+        self._service = service
+        self._is_leader = is_leader
+        self._identity = identity
+        self._scheduler_name = scheduler_name
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._pods: dict[PodKey, Json] = {}
+        self._said: dict[PodKey, str] = {}  # the last Event message per pod, so a waiting pod is told once
+        self._reflector = Reflector(
+            api,
+            PODS_PATH,
+            self,
+            stop=self._stop,
+            query={"fieldSelector": f"spec.schedulerName={scheduler_name}"},
+            watch_timeout_s=watch_timeout_s,
+        )
+        self._threads: list[threading.Thread] = []
+
+    # --- the watch (Reflector's handler) --------------------------------------------------------------
+
+    def replace(self, objects: list[Json]) -> None:
+        with self._lock:
+            self._pods = {pod_key(obj): obj for obj in objects if self._ours(obj)}
+        self._wake.set()
+
+    def apply(self, kind: str, obj: Json) -> None:
+        if not self._ours(obj):
+            return
+        key = pod_key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self._pods.pop(key, None)
+                self._said.pop(key, None)
+            else:
+                self._pods[key] = obj
+        self._wake.set()
+
+    def _ours(self, obj: Json) -> bool:
+        # The field selector already filters on a real API server; this keeps the rule in one place.
+        return (obj.get("spec") or {}).get("schedulerName") == self._scheduler_name
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for target, name in ((self._reflector.run, "binder watch"), (self._loop, "binder")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._api.close_streams()
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set() or not self._is_leader() or not self._reflector.healthy:
+                continue  # a follower, or a watch known to miss pods: decide nothing
+            try:
+                self.schedule_pending()
+            except Exception:  # a bug must not stop scheduling for good; the next pass retries
+                log.exception("scheduling pass failed")
+
+    # --- one pass -------------------------------------------------------------------------------------
+
+    def schedule_pending(self) -> None:
+        """Place and bind every pending pod once: lone pods, then pod groups."""
+        with self._lock:
+            pods = list(self._pods.values())
+        groups: dict[PodKey, list[Json]] = {}
+        for pod in pods:
+            group = _labels(pod).get(GROUP_NAME_LABEL)
+            if group:
+                groups.setdefault((pod_key(pod)[0], group), []).append(pod)
+            elif _pending(pod):
+                self._schedule_one(pod)
+        for (namespace, group), members in sorted(groups.items()):
+            if any(_pending(member) for member in members):
+                self._schedule_group(namespace, group, members)
+
+    def _schedule_one(self, pod: Json) -> None:
+        if _annotations(pod).get(RESERVED_NODE_KEY):
+            self._bind_all([_restored(pod)])  # reserved by an earlier leader: finish its work
+            return
+        try:
+            answer = self._service.reserve(pod, [])
+        except ServiceError as error:
+            self._refused(pod, error)
+            return
+        if not answer.reserved:
+            self._tell(pod, "Warning", "FailedScheduling", _no_node_message(answer.rejected))
+            return
+        assignment = _assignment(pod, answer.placement)
+        if self._reserve_all([assignment]):
+            self._bind_all([assignment])
+
+    def _schedule_group(self, namespace: str, group: str, members: list[Json]) -> None:
+        pending = [member for member in members if _pending(member)]
+        bound = len(members) - len(pending) - sum(1 for m in members if _finished(m))
+        minimum = _min_available(members)
+        if isinstance(minimum, str):
+            for pod in pending:
+                self._tell(pod, "Warning", "FailedScheduling", minimum)
+            return
+        reserved = [pod for pod in pending if _annotations(pod).get(RESERVED_NODE_KEY)]
+        if reserved and len(reserved) == len(pending):
+            self._bind_all([_restored(pod) for pod in reserved])  # an earlier leader's complete reservation
+            return
+        if reserved:
+            # An earlier leader died while writing the reservation: release it and plan the group anew
+            # once every replica's feed has seen the release.
+            log.info("clearing a partly written group reservation", extra={"group": f"{namespace}/{group}"})
+            self._clear(list(reserved))
+            return
+        present = bound + len(pending)
+        if present < minimum:
+            message = f"waiting for pod group {namespace}/{group}: {present}/{minimum} members"
+            for pod in pending:
+                self._tell(pod, "Normal", "WaitingForPodGroup", message)
+            return
+        try:
+            answer = self._service.place_gang(namespace, group, max(0, minimum - bound), pending)
+        except ServiceError as error:
+            for pod in pending:
+                self._refused(pod, error)
+            return
+        if answer.state != pb.GANG_STATE_PLACED:
+            reason = answer.reason or f"waiting for pod group {namespace}/{group}: {answer.placed}/{minimum}"
+            for pod in pending:
+                self._tell(pod, "Normal", "WaitingForPodGroup", reason)
+            return
+        by_key = {pod_key(pod): pod for pod in pending}
+        assignments = [
+            _assignment(by_key[(m.pod.namespace or "default", m.pod.name)], m.placement)
+            for m in answer.members
+            if (m.pod.namespace or "default", m.pod.name) in by_key
+        ]
+        if self._reserve_all(assignments):
+            self._bind_all(assignments)
+
+    # --- the two phases -------------------------------------------------------------------------------
+
+    def _reserve_all(self, assignments: Sequence[Assignment]) -> bool:
+        """Phase 1: write every reservation, or none (a failure undoes the written ones)."""
+        written: list[Assignment] = []
+        for assignment in assignments:
+            try:
+                self._patch_annotations(assignment.pod, dict(assignment.annotations))
+            except TRANSPORT_ERRORS as error:
+                log.warning(
+                    "could not record a reservation; releasing the decision",
+                    extra={"pod": _name(assignment.pod), "error": describe(error)},
+                )
+                self._clear([a.pod for a in written])
+                for undo in assignments:
+                    self._unreserve(undo.pod)
+                return False
+            written.append(assignment)
+        return True
+
+    def _bind_all(self, assignments: Sequence[Assignment]) -> None:
+        """Phase 2: one Binding per pod; a failure is retried next pass from the recorded reservation."""
+        for assignment in assignments:
+            if not self._is_leader():
+                return  # lost the Lease mid-way: the next leader binds the rest from the recorded reservations
+            namespace, name = pod_key(assignment.pod)
+            metadata: Json = {"name": name, "namespace": namespace}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": metadata,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": assignment.node},
+            }
+            uid = (assignment.pod.get("metadata") or {}).get("uid")
+            if uid:
+                metadata["uid"] = uid  # binds this pod, not a namesake created since
+            try:
+                self._api.create(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+            except ApiError as error:
+                if error.status == 409:
+                    continue  # already bound (by us before a restart): nothing left to do
+                log.warning(
+                    "binding failed; retrying next pass", extra={"pod": _name(assignment.pod), "error": describe(error)}
+                )
+                continue
+            except TRANSPORT_ERRORS as error:
+                log.warning(
+                    "binding failed; retrying next pass", extra={"pod": _name(assignment.pod), "error": describe(error)}
+                )
+                continue
+            where = f"NUMA cells {_ids(assignment.cells)}"
+            if assignment.gpus:
+                where += f", GPUs {_ids(assignment.gpus)}"
+            message = f"Successfully assigned {namespace}/{name} to {assignment.node} ({where})"
+            log.info(
+                "bound",
+                extra={
+                    "pod": f"{namespace}/{name}",
+                    "node": assignment.node,
+                    "cells": list(assignment.cells),
+                    "gpus": list(assignment.gpus),
+                },
+            )
+            self._tell(assignment.pod, "Normal", "Scheduled", message)
+
+    def _clear(self, pods: Sequence[Json]) -> None:
+        for pod in pods:
+            try:
+                self._patch_annotations(pod, dict.fromkeys((RESERVED_NODE_KEY, ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY)))
+            except TRANSPORT_ERRORS as error:
+                log.warning("could not clear a reservation", extra={"pod": _name(pod), "error": describe(error)})
+
+    def _unreserve(self, pod: Json) -> None:
+        try:
+            self._service.unreserve(*pod_key(pod))
+        except ServiceError as error:
+            log.warning("could not release a reservation", extra={"pod": _name(pod), "error": str(error)})
+
+    def _patch_annotations(self, pod: Json, annotations: Mapping[str, str | None]) -> None:
+        namespace, name = pod_key(pod)
+        self._api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}", {"metadata": {"annotations": annotations}})
+
+    # --- what users see -------------------------------------------------------------------------------
+
+    def _refused(self, pod: Json, error: ServiceError) -> None:
+        if error.invalid_request:
+            self._tell(pod, "Warning", "FailedScheduling", f"invalid placement request: {error.message}")
+        else:
+            # Not the pod's fault (the service is starting, not the leader, or unreachable): retry quietly.
+            log.warning(
+                "placement service call failed; retrying next pass", extra={"pod": _name(pod), "error": str(error)}
+            )
+
+    def _tell(self, pod: Json, kind: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the pod, once per distinct message (what ``kubectl describe pod`` shows)."""
+        key = pod_key(pod)
+        if self._said.get(key) == message:
+            return
+        namespace, name = key
+        metadata = pod.get("metadata") or {}
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": name,
+                "uid": metadata.get("uid", ""),
+                "resourceVersion": metadata.get("resourceVersion", ""),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self._scheduler_name},
+            "reportingComponent": self._scheduler_name,
+            "reportingInstance": self._identity,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self._api.create(f"/api/v1/namespaces/{namespace}/events", event)
+        except TRANSPORT_ERRORS as error:
+            log.warning("could not record an event", extra={"pod": f"{namespace}/{name}", "error": describe(error)})
+            return
+        self._said[key] = message
+
+
+# --- pods ------------------------------------------------------------------------------------------------
+
+
+def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return "/".join(pod_key(pod))
+
+
+def _finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _pending(pod: Mapping[str, Any]) -> bool:
+    """Not bound, not finished, not being deleted."""
+    metadata = pod.get("metadata") or {}
+    return not (pod.get("spec") or {}).get("nodeName") and not _finished(pod) and not metadata.get("deletionTimestamp")
+
+
+def _min_available(members: Sequence[Mapping[str, Any]]) -> int | str:
+    """The group's min-available (every member's count when no member says); a message when invalid."""
+    values = {_labels(m).get(GROUP_MIN_LABEL) for m in members} - {None}
+    if not values:
+        return len(members)
+    if len(values) > 1:
+        return f"members of the pod group disagree about {GROUP_MIN_LABEL}: {', '.join(sorted(map(str, values)))}"
+    (text,) = values
+    if not str(text).isdigit() or int(str(text)) < 1:
+        return f"invalid {GROUP_MIN_LABEL} {text!r}: must be a positive integer"
+    return int(str(text))
+
+
+def _assignment(pod: Json, placement: pb.PodPlacement) -> Assignment:
+    cells, gpus = tuple(placement.numa_cells), tuple(placement.gpu_ids)
+    annotations = {
+        ASSIGNED_CELLS_KEY: _ids(cells),
+        **dict(placement.annotations),
+        RESERVED_NODE_KEY: placement.node,
+    }
+    if gpus:
+        annotations[ASSIGNED_GPUS_KEY] = _ids(gpus)
+    return Assignment(pod=pod, node=placement.node, cells=cells, gpus=gpus, annotations=annotations)
+
+
+def _restored(pod: Json) -> Assignment:
+    """The assignment an earlier leader recorded on the pod."""
+    annotations = _annotations(pod)
+
+    def ids(key: str) -> tuple[int, ...]:
+        return tuple(int(i) for i in str(annotations.get(key) or "").split(",") if i.strip().isdigit())
+
+    return Assignment(
+        pod=pod,
+        node=str(annotations[RESERVED_NODE_KEY]),
+        cells=ids(ASSIGNED_CELLS_KEY),
+        gpus=ids(ASSIGNED_GPUS_KEY),
+        annotations={},
+    )
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _no_node_message(rejected: Sequence[pb.NodeRejection]) -> str:
+    """kube-scheduler's shape: "0/3 nodes are available: node-a: reason; ...", capped for the Event."""
+    reasons = "; ".join(f"{r.node}: {r.reason}" for r in rejected[:5])
+    more = f"; and {len(rejected) - 5} more" if len(rejected) > 5 else ""
+    return f"0/{len(rejected)} nodes are available: {reasons}{more}"

@@ -1,0 +1,129 @@
+"""Entry points for ``kubenexus-placement extender`` and ``kubenexus-placement binder``.
+
+``placement.main`` owns the parser: it calls ``placement.shim.flags``' ``add_extender_arguments`` /
+``add_binder_arguments`` on a sub-parser and ``run_extender`` / ``run_binder`` with the parsed arguments.
+``lease_config`` turns the leader election flags (``add_lease_arguments``, shared with ``serve``) into
+a LeaseConfig.
+
+Each ``run_*`` returns an exit code and never raises for a user's mistake: bad flags, missing credentials
+or an unusable TLS file are one log line and exit code 2 (1 for an API that cannot be reached at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import ssl
+import threading
+from pathlib import Path
+
+from placement.kubeapi import ApiUnavailable, KubeClient, connect
+from placement.leader import LeaderElector, LeaseConfig
+from placement.shim.binder import Binder
+from placement.shim.client import PlacementClient, TlsFiles
+from placement.shim.extender import Extender, serve
+
+log = logging.getLogger("kubenexus.placement.shim")
+
+
+def lease_config(args: argparse.Namespace) -> LeaseConfig:
+    """The Lease settings from ``add_lease_arguments``'s flags; ValueError names a bad combination."""
+    return LeaseConfig(
+        namespace=args.lease_namespace,
+        name=args.lease_name,
+        identity=args.identity,
+        lease_duration_s=args.lease_duration,
+        renew_deadline_s=args.renew_deadline,
+        retry_period_s=args.retry_period,
+    )
+
+
+def run_extender(args: argparse.Namespace) -> int:
+    try:
+        api = connect(args.kubeconfig, context=args.context)
+        host, port = _address(args.listen)
+        tls = _server_tls(args.tls_cert, args.tls_key)
+        service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
+    except (ApiUnavailable, ValueError, OSError) as error:
+        log.error("cannot start the extender", extra={"error": str(error)})
+        return 2
+    extender = Extender(api, service, gang_timeout_s=args.gang_timeout)
+    try:
+        server = serve(extender, (host, port), prefix=args.url_prefix.rstrip("/"), tls=tls)
+    except OSError as error:
+        log.error("cannot listen", extra={"address": args.listen, "error": str(error)})
+        return 2
+    log.info("extender listening", extra={"address": args.listen, "port": server.server_address[1]})
+    _wait_for_signal()
+    server.shutdown()
+    server.server_close()
+    service.close()
+    return 0
+
+
+def run_binder(args: argparse.Namespace) -> int:
+    try:
+        api = connect(args.kubeconfig, context=args.context)
+        elector = _elector(args, api)
+        service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
+    except (ApiUnavailable, ValueError, OSError) as error:
+        log.error("cannot start the binder", extra={"error": str(error)})
+        return 2
+    binder = Binder(
+        api,
+        service,
+        is_leader=(lambda: True) if elector is None else elector.is_leader,
+        identity=args.identity or "kubenexus-binder",
+        scheduler_name=args.scheduler_name,
+        interval_s=args.interval,
+    )
+    binder.start()
+    if elector is not None:
+        elector.start()
+    log.info("binder started", extra={"scheduler_name": args.scheduler_name, "leader_elect": elector is not None})
+    _wait_for_signal()
+    if elector is not None:
+        elector.stop()  # hand the Lease over first: the next binder starts while this one drains
+    binder.stop()
+    service.close()
+    return 0
+
+
+def _elector(args: argparse.Namespace, api: KubeClient) -> LeaderElector | None:
+    if not args.leader_elect:
+        return None
+    # No pod label: that routes the service's traffic and belongs to the service's own Lease.
+    return LeaderElector(api, lease_config(args))
+
+
+def _client_tls(args: argparse.Namespace) -> TlsFiles | None:
+    if args.service_ca is None and args.service_cert is None:
+        return None
+    if (args.service_cert is None) != (args.service_key is None):
+        raise ValueError("--service-cert and --service-key go together")
+    return TlsFiles(ca=args.service_ca, cert=args.service_cert, key=args.service_key)
+
+
+def _server_tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--tls-cert and --tls-key go together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"--listen wants HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()

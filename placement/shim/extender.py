@@ -1,0 +1,296 @@
+"""A kube-scheduler HTTP extender over the placement service: ``filter``, ``prioritize``, ``bind``.
+
+kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extender/v1``):
+
+* ``filter``: ExtenderArgs ``{Pod, Nodes, NodeNames}`` -> ExtenderFilterResult ``{Nodes, NodeNames,
+  FailedNodes, FailedAndUnresolvableNodes, Error}``. Configured ``nodeCacheCapable: true``, so only
+  ``NodeNames`` comes and goes (a ``Nodes`` list is still read when sent). A node whose topology can
+  never hold the pod (unknown node, kubelet topology policy, the pod's NUMA intent, isolation) is
+  *unresolvable*: preempting pods would not help, so kube-scheduler does not try. A node short of free
+  resources is merely *failed*: preemption may free it.
+* ``prioritize``: ExtenderArgs -> HostPriorityList ``[{Host, Score}]``, the service's 0..100 scaled to
+  the extender range 0..10 (kube-scheduler multiplies by the configured weight and rescales).
+* ``bind``: ExtenderBindingArgs ``{PodName, PodNamespace, PodUID, Node}`` -> ExtenderBindingResult
+  ``{Error}``. The extender reserves the pod on that node (its NUMA cells and GPUs), records the
+  placement on the pod as the binder does (``placement.shim.binder``), and binds it. A member of a pod
+  group is held at bind until ``min-available`` members of its group are bound or held, then all bind
+  together; a group that does not fill within ``gang_timeout_s`` releases every held member (each
+  bind answers an Error, kube-scheduler retries them), so a group never binds in part.
+
+Errors never escape as a traceback: a malformed body is a 400 with one line, a refused pod an
+``Error`` in the result (what kube-scheduler puts in the pod's FailedScheduling event).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from placement.api.v1 import placement_pb2 as pb
+from placement.feed import RESERVED_NODE_KEY
+from placement.kubeapi import TRANSPORT_ERRORS, Json, KubeClient, describe
+from placement.shim.binder import GROUP_MIN_LABEL, GROUP_NAME_LABEL
+from placement.shim.client import PlacementClient, ServiceError
+from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S
+from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+
+log = logging.getLogger("kubenexus.placement.extender")
+
+MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
+MAX_BODY_BYTES = 16 * 1024 * 1024
+# Kinds where preemption cannot help: the node's topology or the pod's own intent rules it out.
+_UNRESOLVABLE = frozenset(
+    {
+        pb.REJECTION_KIND_UNKNOWN_NODE,
+        pb.REJECTION_KIND_NO_TOPOLOGY,
+        pb.REJECTION_KIND_KUBELET_TOPOLOGY,
+        pb.REJECTION_KIND_INTENT,
+        pb.REJECTION_KIND_ISOLATION,
+    }
+)
+
+
+class BadRequest(ValueError):
+    """The request body is not what kube-scheduler sends; answered 400 with this message."""
+
+
+@dataclass
+class _Group:
+    minimum: int
+    held: set[str] = field(default_factory=set)
+    complete: threading.Event = field(default_factory=threading.Event)
+
+
+class Extender:
+    """The three verbs as plain methods (decoded JSON in, JSON out); ``serve`` puts them on HTTP."""
+
+    def __init__(
+        self, api: KubeClient, service: PlacementClient, *, gang_timeout_s: float = DEFAULT_GANG_TIMEOUT_S
+    ) -> None:
+        self._api = api
+        self._service = service
+        self._gang_timeout_s = gang_timeout_s
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._groups_lock = threading.Lock()
+
+    def filter(self, args: Json) -> Json:
+        pod, names = _extender_args(args)
+        try:
+            answer = self._service.filter(pod, names)
+        except ServiceError as error:
+            return {
+                "Nodes": None,
+                "NodeNames": None,
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": str(error),
+            }
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        for rejection in answer.rejected:
+            (unresolvable if rejection.kind in _UNRESOLVABLE else failed)[rejection.node] = rejection.reason
+        return {
+            "Nodes": None,
+            "NodeNames": list(answer.feasible_nodes),
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": "",
+        }
+
+    def prioritize(self, args: Json) -> list[Json]:
+        pod, names = _extender_args(args)
+        try:
+            answer = self._service.score(pod, names)
+        except ServiceError as error:
+            # HostPriorityList has no error field: a non-200 makes kube-scheduler report the failure.
+            raise RuntimeError(str(error)) from None
+        scores = {s.node: s.score for s in answer.scores}
+        return [{"Host": name, "Score": scaled_score(scores.get(name, 0.0))} for name in names]
+
+    def bind(self, args: Json) -> Json:
+        namespace, name, node = _binding_args(args)
+        pod = self._api.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if pod is None:
+            return {"Error": f"pod {namespace}/{name} not found"}
+        uid = str(args.get("PodUID") or "")
+        if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+            return {"Error": f"pod {namespace}/{name} was replaced (uid {uid} is gone)"}
+        try:
+            answer = self._service.reserve(pod, [node])
+        except ServiceError as error:
+            return {"Error": str(error)}
+        if not answer.reserved:
+            reasons = "; ".join(r.reason for r in answer.rejected if r.node == node) or "no longer fits"
+            return {"Error": f"node {node} cannot hold pod {namespace}/{name}: {reasons}"}
+        placement = answer.placement
+        annotations = {
+            **dict(placement.annotations),
+            RESERVED_NODE_KEY: node,
+            ASSIGNED_CELLS_KEY: ",".join(map(str, placement.numa_cells)),
+        }
+        if placement.gpu_ids:
+            annotations[ASSIGNED_GPUS_KEY] = ",".join(map(str, placement.gpu_ids))
+        try:
+            self._patch(namespace, name, annotations)
+            waited = self._wait_for_group(pod)
+            if waited:
+                self._release(namespace, name)
+                return {"Error": waited}
+            self._api.create(
+                f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                },
+            )
+        except TRANSPORT_ERRORS as error:
+            self._release(namespace, name)
+            return {"Error": f"binding {namespace}/{name} to {node} failed: {describe(error)}"}
+        log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node, "cells": list(placement.numa_cells)})
+        return {"Error": ""}
+
+    # --- gangs ----------------------------------------------------------------------------------------
+
+    def _wait_for_group(self, pod: Json) -> str:
+        """Hold a group member until its group fills; "" to bind now, else why it gave up."""
+        metadata = pod.get("metadata") or {}
+        labels: Mapping[str, str] = metadata.get("labels") or {}
+        group_name = labels.get(GROUP_NAME_LABEL)
+        if not group_name:
+            return ""
+        namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+        text = labels.get(GROUP_MIN_LABEL, "1")
+        if not text.isdigit() or int(text) < 1:
+            return f"invalid {GROUP_MIN_LABEL} {text!r}: must be a positive integer"
+        bound = self._bound_members(namespace, group_name)
+        key = (namespace, group_name)
+        with self._groups_lock:
+            group = self._groups.setdefault(key, _Group(minimum=int(text)))
+            group.held.add(name)
+            if len(group.held) + bound >= group.minimum:
+                group.complete.set()
+                del self._groups[key]  # the next arrival (a scale-up) starts a fresh count
+        if group.complete.wait(self._gang_timeout_s):
+            return ""
+        with self._groups_lock:
+            group.held.discard(name)
+            present = len(group.held) + bound + 1
+        return (
+            f"waiting for pod group {namespace}/{group_name}: {present}/{group.minimum} members reached bind "
+            f"within {self._gang_timeout_s:g} s; released, will retry"
+        )
+
+    def _bound_members(self, namespace: str, group: str) -> int:
+        pods = self._api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"{GROUP_NAME_LABEL}={group}"})
+        return sum(
+            1
+            for p in pods.get("items") or []
+            if (p.get("metadata") or {}).get("labels", {}).get(GROUP_NAME_LABEL) == group
+            and (p.get("spec") or {}).get("nodeName")
+        )
+
+    def _release(self, namespace: str, name: str) -> None:
+        try:
+            self._service.unreserve(namespace, name)
+        except ServiceError as error:
+            log.warning("could not release a reservation", extra={"pod": f"{namespace}/{name}", "error": str(error)})
+        try:
+            self._patch(namespace, name, dict.fromkeys((RESERVED_NODE_KEY, ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY)))
+        except TRANSPORT_ERRORS as error:
+            log.warning("could not clear a reservation", extra={"pod": f"{namespace}/{name}", "error": describe(error)})
+
+    def _patch(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self._api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}", {"metadata": {"annotations": annotations}})
+
+
+def scaled_score(score: float) -> int:
+    """The service's 0..100 as an extender priority 0..10."""
+    return max(0, min(MAX_EXTENDER_PRIORITY, round(score * MAX_EXTENDER_PRIORITY / 100)))
+
+
+def _extender_args(args: Json) -> tuple[Json, list[str]]:
+    pod = args.get("Pod")
+    if not isinstance(pod, dict):
+        raise BadRequest("ExtenderArgs.Pod must be a Pod object")
+    names = args.get("NodeNames")
+    if names is None:
+        nodes = args.get("Nodes") or {}
+        items = nodes.get("items") if isinstance(nodes, dict) else None
+        names = [((item or {}).get("metadata") or {}).get("name") for item in items or []]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise BadRequest("ExtenderArgs.NodeNames must be a list of node names")
+    return pod, names
+
+
+def _binding_args(args: Json) -> tuple[str, str, str]:
+    values = [args.get(key) for key in ("PodNamespace", "PodName", "Node")]
+    if not all(isinstance(v, str) and v for v in values):
+        raise BadRequest("ExtenderBindingArgs needs PodNamespace, PodName and Node")
+    namespace, name, node = (str(v) for v in values)
+    return namespace, name, node
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------
+
+
+def serve(
+    extender: Extender, address: tuple[str, int], *, prefix: str = "", tls: ssl.SSLContext | None = None
+) -> ThreadingHTTPServer:
+    """Start the HTTP server on its own thread; ``shutdown()`` stops it. Paths: ``{prefix}/filter`` etc."""
+    routes: dict[str, Callable[[Json], Any]] = {
+        f"{prefix}/filter": extender.filter,
+        f"{prefix}/prioritize": extender.prioritize,
+        f"{prefix}/bind": extender.bind,
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            route = routes.get(self.path.split("?", 1)[0])
+            if route is None:
+                self._answer(
+                    HTTPStatus.NOT_FOUND, {"error": f"no such verb {self.path}; POST filter, prioritize, bind"}
+                )
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if not 0 < length <= MAX_BODY_BYTES:
+                    raise BadRequest(f"a JSON body of 1 to {MAX_BODY_BYTES} bytes is required")
+                body = json.loads(self.rfile.read(length))
+                if not isinstance(body, dict):
+                    raise BadRequest("the body must be a JSON object")
+                self._answer(HTTPStatus.OK, route(body))
+            except (BadRequest, ValueError) as error:
+                self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
+            except RuntimeError as error:  # prioritize: the service refused
+                self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error)})
+            except TRANSPORT_ERRORS as error:  # the API server, reading the pod to bind
+                self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": describe(error)})
+
+        def _answer(self, status: HTTPStatus, document: Any) -> None:
+            data = json.dumps(document).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("extender request", extra={"request": format % args})
+
+    server = ThreadingHTTPServer(address, Handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name="extender http", daemon=True).start()
+    return server

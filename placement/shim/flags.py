@@ -1,0 +1,73 @@
+"""The flags of ``kubenexus-placement extender``, ``binder`` and the leader election of ``serve``.
+
+Kept apart from ``placement.shim.commands`` so that building the parser loads neither the Kubernetes
+client nor gRPC: ``serve --demo`` never needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+DEFAULT_NAMESPACE = "kubenexus-system"
+SCHEDULER_NAME = "kubenexus-scheduler"
+DEFAULT_GANG_TIMEOUT_S = 10.0
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -> None:
+    """The API connection and leader election flags of the extender and the binder."""
+    group = parser.add_argument_group("cluster")
+    group.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)"
+    )
+    group.add_argument("--context", help="kubeconfig context")
+    add_lease_arguments(parser, lease_name=lease_name)
+
+
+def add_lease_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -> None:
+    group = parser.add_argument_group("leader election")
+    group.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="elect one leader among replicas through a coordination.k8s.io Lease (default: on)",
+    )
+    group.add_argument("--lease-name", default=lease_name)
+    group.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE))
+    group.add_argument(
+        "--identity", default=os.environ.get("POD_NAME", ""), help="this replica's identity (default: $POD_NAME)"
+    )
+    group.add_argument("--lease-duration", type=float, default=15.0, metavar="S")
+    group.add_argument("--renew-deadline", type=float, default=10.0, metavar="S")
+    group.add_argument("--retry-period", type=float, default=2.0, metavar="S")
+
+
+def add_service_client_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("placement service")
+    group.add_argument("--service", default="127.0.0.1:50051", help="placement service gRPC address")
+    group.add_argument("--service-ca", type=Path, help="CA bundle for TLS to the service")
+    group.add_argument("--service-cert", type=Path, help="client certificate for mTLS to the service")
+    group.add_argument("--service-key", type=Path, help="client key for mTLS to the service")
+    group.add_argument("--deadline", type=float, default=5.0, metavar="S", help="deadline of each call")
+
+
+def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster")
+    group.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)"
+    )
+    group.add_argument("--context", help="kubeconfig context")
+    add_service_client_arguments(parser)
+    parser.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT of the HTTP extender")
+    parser.add_argument("--url-prefix", default="", help="path prefix of the verbs (urlPrefix's path)")
+    parser.add_argument("--tls-cert", type=Path, help="serve HTTPS with this certificate")
+    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--gang-timeout", type=float, default=DEFAULT_GANG_TIMEOUT_S, metavar="S")
+
+
+def add_binder_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser, lease_name="kubenexus-binder")
+    add_service_client_arguments(parser)
+    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME)
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between passes")

@@ -1,0 +1,7 @@
+"""``python -m placement.sim``: see ``placement.sim.cli``."""
+
+import sys
+
+from placement.sim.cli import main
+
+sys.exit(main())

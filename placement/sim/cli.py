@@ -1,0 +1,245 @@
+"""``kubenexus-placement simulate`` / ``python -m placement.sim``: the trace-driven policy comparison.
+
+Writes into ``--out``: ``summary.csv`` and ``summary.json`` (median over seeds per policy),
+``runs.csv`` (every policy and seed), ``steps.csv`` (allocated GPU share at every 1% of arrival, per
+policy and seed) and, when matplotlib is installed (``pip install .[plots]``), ``allocation.png`` /
+``.svg`` and ``unallocated.png`` / ``.svg``. A progress bar goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, TextIO
+
+from placement.sim.plots import plot_results
+from placement.sim.policies import POLICY_NAMES
+from placement.sim.run import RunResult, arrivals, median_summary, simulate
+from placement.sim.trace import (
+    DEFAULT_NODE_LIST,
+    DEFAULT_POD_LIST,
+    TRACE_DIR,
+    TraceError,
+    TraceNode,
+    TracePod,
+    load_nodes,
+    load_pods,
+    shared_data_dir,
+)
+
+SUMMARY_COLUMNS = (
+    "policy",
+    "seeds",
+    "unallocated_at_first_failure",
+    "first_failure_arrival",
+    "unallocated_at_100",
+    "unallocated_at_130",
+    "topology_affinity_errors_per_1000",
+    "other_rejections_per_1000",
+    "multi_gpu_best_connected",
+    "single_numa_aligned",
+    "gangs",
+    "gangs_minimal_nodes",
+    "partial_gang_holds",
+    "latency_p50_ms",
+    "latency_p99_ms",
+)
+
+
+class ProgressBar:
+    """A one-line bar on ``stream`` (stderr), redrawn at most every 0.2 s."""
+
+    def __init__(self, total: int, stream: TextIO, width: int = 30) -> None:
+        self.total, self.stream, self.width = max(total, 1), stream, width
+        self.done = 0
+        self.label = ""
+        self.started = time.monotonic()
+        self._drawn = 0.0
+
+    def advance(self, label: str, fraction_of_one: float) -> None:
+        """Progress within the current unit of work (one policy x seed run)."""
+        self.label = label
+        now = time.monotonic()
+        if now - self._drawn >= 0.2 or fraction_of_one >= 1:
+            self._draw(self.done + min(fraction_of_one, 1.0))
+            self._drawn = now
+
+    def finish_unit(self) -> None:
+        self.done += 1
+        self._draw(self.done)
+
+    def _draw(self, position: float) -> None:
+        share = position / self.total
+        filled = int(share * self.width)
+        elapsed = time.monotonic() - self.started
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {share:6.1%} {elapsed:6.0f}s {self.label:<32}")
+        if position >= self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``simulate`` on an ``argparse`` subparsers object; ``run_simulate`` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "simulate", help="compare placement policies on the Alibaba GPU trace", description=__doc__
+    )
+    _add_arguments(parser)
+    parser.set_defaults(handler=run_simulate)
+    return parser
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    data = shared_data_dir() / TRACE_DIR
+    parser.add_argument("--nodes", type=Path, default=data / DEFAULT_NODE_LIST, help="node list CSV")
+    parser.add_argument("--pods", type=Path, default=data / DEFAULT_POD_LIST, help="pod list CSV")
+    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma-separated policy names")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1; the median is reported")
+    parser.add_argument(
+        "--subsample", type=int, default=1, help="keep every Nth node and pod (a smaller cluster of the same mix)"
+    )
+    parser.add_argument(
+        "--no-numa",
+        action="store_true",
+        help="the FGD paper's setting: no kubelet Topology Manager policy, no pod NUMA intents",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="runs (policy x seed) in parallel processes")
+    parser.add_argument("--out", type=Path, default=Path("sim-results"), help="folder for CSV, JSON and plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots even when matplotlib is installed")
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICY_NAMES]
+    if unknown:
+        print(f"simulate: unknown policies {unknown}; known: {', '.join(POLICY_NAMES)}", file=sys.stderr)
+        return 2
+    if args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
+        print("simulate: --seeds, --subsample and --jobs must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        nodes = load_nodes(args.nodes)[:: args.subsample]
+        pods = load_pods(args.pods)[:: args.subsample]
+    except (OSError, TraceError) as error:
+        print(f"simulate: cannot read the trace: {error}", file=sys.stderr)
+        return 1
+    runs = compare(nodes, pods, policies, seeds=args.seeds, numa=not args.no_numa, jobs=args.jobs)
+    write_results(runs, args.out, plots=not args.no_plots)
+    print(format_table([median_summary(runs[p]) for p in policies]))
+    print(f"results in {args.out}", file=sys.stderr)
+    return 0
+
+
+def compare(
+    nodes: Sequence[TraceNode],
+    pods: Sequence[TracePod],
+    policies: Sequence[str],
+    *,
+    seeds: int,
+    numa: bool,
+    jobs: int = 1,
+) -> dict[str, list[RunResult]]:
+    """Every policy on every seed, with a progress bar on stderr; ``jobs`` > 1 runs them in processes."""
+    bar = ProgressBar(len(policies) * seeds, sys.stderr)
+    runs: dict[str, list[RunResult]] = {}
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [
+                pool.submit(simulate, nodes, pods, policy, seed, numa=numa)
+                for policy in policies
+                for seed in range(seeds)
+            ]
+            for future in as_completed(futures):
+                result = future.result()
+                bar.advance(f"{result.policy} seed {result.seed}", 1.0)
+                bar.finish_unit()
+        for future in futures:  # submission order: policies as asked, seeds ascending
+            result = future.result()
+            runs.setdefault(result.policy, []).append(result)
+        return runs
+    for policy in policies:
+        for seed in range(seeds):
+            groups = len(arrivals(pods, 1000.0 * sum(n.gpus for n in nodes), seed))
+            label = f"{policy} seed {seed}"
+
+            def tick(number: int, label: str = label, groups: int = groups) -> None:
+                bar.advance(label, (number + 1) / groups)
+
+            runs.setdefault(policy, []).append(simulate(nodes, pods, policy, seed, numa=numa, progress=tick))
+            bar.finish_unit()
+    return runs
+
+
+def write_results(runs: dict[str, list[RunResult]], out: Path, *, plots: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = [median_summary(results) for results in runs.values()]
+    with (out / "summary.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(summaries)
+    (out / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
+    every = [run.summary() for results in runs.values() for run in results]
+    with (out / "runs.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(every[0]))
+        writer.writeheader()
+        writer.writerows(every)
+    with (out / "steps.csv").open("w", newline="") as handle:
+        steps = csv.writer(handle)
+        steps.writerow(("policy", "seed", "arrival_pct", "allocated_pct", "pods", "failed", "kubelet_rejections"))
+        for results in runs.values():
+            for run in results:
+                for point in run.checkpoints:
+                    steps.writerow(
+                        (
+                            run.policy,
+                            run.seed,
+                            f"{point.arrival:.3f}",
+                            f"{point.allocated:.3f}",
+                            point.pods,
+                            point.failed,
+                            point.rejected,
+                        )
+                    )
+    if plots and not plot_results(runs, out):
+        print("simulate: matplotlib not installed (pip install .[plots]); no plots", file=sys.stderr)
+
+
+def _cell(value: object, percent: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%" if percent else f"{value:.2f}"
+    return str(value)
+
+
+def format_table(summaries: Sequence[dict[str, Any]]) -> str:
+    """The comparison as a Markdown table (docs/benchmarks.md)."""
+    header = (
+        "| policy | unalloc. GPU % at first failure (arrival %) | at 100% | at 130% "
+        "| TopologyAffinityError /1000 pods "
+        "| multi-GPU on best set | single-numa aligned | gangs on min. nodes | partial-gang holds "
+        "| latency p50 / p99 ms |"
+    )
+    lines = [header, "|" + "---|" * 10]
+    for s in summaries:
+        lines.append(
+            f"| {s['policy']} | {_cell(s['unallocated_at_first_failure'])} ({_cell(s['first_failure_arrival'])}) "
+            f"| {_cell(s['unallocated_at_100'])} "
+            f"| {_cell(s['unallocated_at_130'])} | {_cell(s['topology_affinity_errors_per_1000'])} "
+            f"| {_cell(s['multi_gpu_best_connected'], True)} | {_cell(s['single_numa_aligned'], True)} "
+            f"| {_cell(s['gangs_minimal_nodes'], True)} | {_cell(s['partial_gang_holds'])} "
+            f"| {_cell(s['latency_p50_ms'])} / {_cell(s['latency_p99_ms'])} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m placement.sim", description=__doc__)
+    _add_arguments(parser)
+    return run_simulate(parser.parse_args(argv))

@@ -1,0 +1,255 @@
+"""Clusters, member pods and invariant checks shared by the gang tests and the gang benchmark.
+
+Machines come from ``tests.placement_machines`` (8x H100 NVSwitch, 4x L40S, 2-socket CPU nodes) plus a
+2-socket PCIe node with NVLink-bridged GPU pairs, from the k8s-device-plugin issue 546 capture in
+../shared/data/gpu (built inline when the capture is absent), with an RDMA NIC behind the PCIe switch of
+GPU1 (socket 0) and of GPU5 (socket 1).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from agent.topology.labels import FABRIC_CLIQUE_KEY
+from agent.topology.model import (
+    DeviceLink,
+    Distances,
+    Gpu,
+    Machine,
+    Nic,
+    NodeTopology,
+    NumaCell,
+    PathKind,
+    ResourceAmount,
+    ZoneResources,
+)
+from agent.topology.nrt import cell_resources
+from agent.topology.topo_matrix import parse_topo_matrix
+from placement.core.feasibility import IntArray, demand_of, node_resources
+from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, nic_local_gpus, plan_gang
+from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY, SPREAD_KEY, SpreadPolicy
+from placement.core.topology_manager import Container, Pod, QOSClass, admit
+from placement.state.cluster_index import ClusterIndex
+from placement.state.gangs import DEFAULT_RACK_KEY as RACK
+from placement.state.gangs import DEFAULT_ZONE_KEY as ZONE
+from placement.state.gangs import GangConfig, GangCoordinator, MemberPod
+from placement.state.pods import PodUsage
+from placement.state.reservations import Reservations
+from tests.conftest import GPU_DIR
+from tests.placement_machines import GIB, kubelet
+
+PCIE_CAPTURE = GPU_DIR / "pcie_8gpu_nvlink_bridge_pairs_NV12__k8s-device-plugin-issue546.txt"
+RDMA = "rdma/hca_shared_devices_a"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pcie_node(*, policy: str = "single-numa-node") -> NodeTopology:
+    """8 GPUs over 2 sockets, bridged pairs (0-2, 1-3, 4-5, 6-7), SYS otherwise; RDMA NICs near GPU1 and GPU5."""
+    if PCIE_CAPTURE.exists():
+        base = parse_topo_matrix(PCIE_CAPTURE.read_text())
+    else:
+        pairs = {(0, 2), (1, 3), (4, 5), (6, 7)}
+        gpus = tuple(
+            Gpu(
+                index=i,
+                pci_bus_id=f"nvidia-smi:GPU{i}",
+                numa_node=i // 4,
+                cpu_affinity=tuple(range(i // 4 * 32, (i // 4 + 1) * 32)),
+            )
+            for i in range(8)
+        )
+        links = tuple(
+            DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.NVLINK, 12)
+            if (a, b) in pairs
+            else DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.SYS)
+            for a in range(8)
+            for b in range(a + 1, 8)
+        )
+        base = NodeTopology(
+            machine=Machine(None, None, None, None, 64, tuple(range(64)), ()),
+            numa_cells=tuple(
+                NumaCell(id=i, cpus=tuple(range(i * 32, (i + 1) * 32)), memory_bytes=None) for i in (0, 1)
+            ),
+            gpus=gpus,
+            links=links,
+        )
+    cells = tuple(replace(cell, memory_bytes=256 * GIB) for cell in base.numa_cells)
+    nics = (
+        Nic("mlx5_0", "nvidia-smi:NIC0", rdma_devices=("mlx5_0",)),
+        Nic("mlx5_1", "nvidia-smi:NIC1", rdma_devices=("mlx5_1",)),
+    )
+    nic_links = tuple(
+        DeviceLink(f"GPU{g}", f"NIC{n}", PathKind.PIX if g == near else PathKind.SYS)
+        for n, near in enumerate((1, 5))
+        for g in range(8)
+    )
+    node = replace(
+        base,
+        numa_cells=cells,
+        nics=nics,
+        links=base.links + nic_links,
+        distances=Distances(ids=(0, 1), matrix=((10, 21), (21, 10))),
+        kubelet=kubelet(policy, "pod"),
+    )
+    # The RDMA shared-device plugin offers the NICs as a countable resource on each socket.
+    zones = tuple(
+        ZoneResources(cell.id, (*cell_resources(node, cell), ResourceAmount(RDMA, 16, 16, 16))) for cell in cells
+    )
+    return replace(node, zone_resources=zones)
+
+
+def pod(*, cpus: int = 8, memory_gib: int = 64, gpus: int = 0, rdma: int = 0) -> Pod:
+    devices = tuple((name, count) for name, count in (("nvidia.com/gpu", gpus), (RDMA, rdma)) if count)
+    container = Container("main", cpu_millis=cpus * 1000, memory=memory_gib * GIB, devices=devices)
+    return Pod(containers=(container,), qos=QOSClass.GUARANTEED)
+
+
+def member(
+    name: str,
+    group: str,
+    min_available: int | str,
+    *,
+    spread: str | None = None,
+    priority: int = 0,
+    namespace: str = "ns",
+    **shape: int,
+) -> MemberPod:
+    labels = {NAME_KEY: group, MIN_AVAILABLE_KEY: str(min_available)}
+    if spread is not None:
+        labels[SPREAD_KEY] = spread
+    return MemberPod(namespace, name, pod(**shape), labels=labels, priority=priority)
+
+
+class Cluster:
+    """An index, its reservations and a gang coordinator on a fake clock."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, NodeTopology],
+        labels: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        config: GangConfig | None = None,
+    ) -> None:
+        self.clock = Clock()
+        self.topologies = dict(nodes)
+        self.index = ClusterIndex()
+        for name, topology in nodes.items():
+            self.index.upsert_topology(name, topology)
+        self.reservations = Reservations(self.index, clock=self.clock)
+        self.gangs = GangCoordinator(self.index, self.reservations, config=config, clock=self.clock)
+        for name, topology in nodes.items():
+            self.gangs.observe_node(name, (labels or {}).get(name, {}), topology)
+
+    def plan(
+        self,
+        members: list[MemberPod],
+        policy: SpreadPolicy = SpreadPolicy.PACKED,
+        labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> GangPlan | GangUnplaceable:
+        """``plan_gang`` over every node, nothing reserved; locality codes from ``labels``."""
+        index = self.index
+        names = index.slot_names()
+        codes: dict[str, int] = {}
+
+        def level(key: str) -> IntArray:
+            values = [(labels or {}).get(name or "", {}).get(key) for name in names]
+            return np.array([-1 if v is None else codes.setdefault(key + v, len(codes)) for v in values], np.int64)
+
+        locality = Locality(zone=level(ZONE), rack=level(RACK), clique=level(FABRIC_CLIQUE_KEY))
+
+        def gpus(row: int) -> NodeGpus | None:
+            shape = index.gpu_shape(row)
+            topology = self.topologies[index.name_of(row) or ""]
+            return None if shape is None else NodeGpus(shape.table, shape.healthy, nic_local_gpus(topology))
+
+        planned = [
+            GangMember(m.key, demand_of(m.pod), wants_nic=any(n == RDMA for n, _ in m.pod.containers[0].devices))
+            for m in members
+        ]
+        return plan_gang(index.arrays(), index.slots(), planned, gpus=gpus, policy=policy, locality=locality)
+
+    def pods(self) -> list[tuple[PodUsage, bool]]:
+        return [(usage, bound) for node in self.index.node_names() for usage, bound, _ in self.index.pods_on(node)]
+
+    def bind_all(self, group_keys: list[tuple[str, str]]) -> None:
+        for key in group_keys:
+            entry = self.index.pod(*key)
+            assert entry is not None
+            self.gangs.observe_bound(entry[0])
+
+
+def assert_no_overcommit(cluster: Cluster) -> None:
+    """Every cell's and node's charges stay within its capacity; no GPU is handed out twice."""
+    index = cluster.index
+    arrays = index.arrays()
+    for node in index.node_names():
+        slot = index.slot_of(node)
+        assert slot is not None
+        ids = [int(i) for i in arrays.cell_ids[slot]]
+        shape = index.gpu_shape(slot)
+        cell_used: dict[tuple[str, int], float] = defaultdict(float)
+        node_used: dict[str, float] = defaultdict(float)
+        gpus: list[int] = []
+        for usage, _, _ in index.pods_on(node):
+            demand = usage.demand
+            assert len(usage.cells) >= 1, usage
+            for name, amount in demand.node_requests:
+                node_used[name] += amount
+            cell = ids.index(usage.cells[0])
+            # Cells bind CPUs and memory only where the kubelet's managers pin them.
+            if len(usage.cells) == 1 and arrays.cpu_static[slot]:
+                cell_used[("cpu", cell)] += demand.exclusive_cpus
+            if len(usage.cells) == 1 and arrays.memory_static[slot] and demand.guaranteed:
+                for name, amount in demand.memory_requests:
+                    cell_used[(name, cell)] += amount
+            for index_ in usage.gpus:
+                assert shape is not None
+                numa = shape.numa_of[index_]
+                cell_used[("nvidia.com/gpu", ids.index(numa) if numa in ids else -1)] += 1
+            gpus.extend(usage.gpus)
+        for (name, cell), amount in cell_used.items():
+            column = arrays.column(name)
+            assert column is not None
+            assert amount <= arrays.cell_total[column, slot, cell], (node, name, cell)
+        for name, amount in node_used.items():
+            column = arrays.column(name)
+            assert column is not None
+            assert amount <= arrays.node_allocatable[column, slot], (node, name)
+        assert len(gpus) == len(set(gpus)), (node, gpus)
+
+
+def assert_admitted_in_order(
+    cluster: Cluster, placed: list[tuple[str, str]], pods: Mapping[tuple[str, str], Pod]
+) -> None:
+    """Replay: with every other pod charged, each of ``placed`` in turn is admitted by the exact kubelet
+    model on its node, pinned to the cells planned for it where the kubelet pins."""
+    scratch = ClusterIndex()
+    for name, topology in cluster.topologies.items():
+        scratch.upsert_topology(name, topology)
+    new = set(placed)
+    for usage, _ in cluster.pods():
+        if usage.key not in new:
+            scratch.assume_pod(usage)
+    for key in placed:
+        entry = cluster.index.pod(*key)
+        assert entry is not None, key
+        usage = entry[0]
+        slot = scratch.slot_of(usage.node)
+        assert slot is not None
+        result = admit(node_resources(scratch.arrays(), slot), pods[key])
+        assert result.admit, (key, usage.node, result.reason, result.message)
+        pinned = sorted({i for a in result.affinities if a.hint.affinity is not None for i in a.hint.affinity.ids})
+        if pinned:
+            assert tuple(pinned) == usage.cells, (key, pinned, usage.cells)
+        scratch.assume_pod(usage)

@@ -1,0 +1,227 @@
+"""A placement replica (cluster feed + engine + gRPC server + leader election + binder) against kmock.
+
+The emulator gets what the shim needs beyond ``tests.kube_emulator``: Pods, Events and Leases, and the
+Binding subresource (kmock does not know it; here it sets ``spec.nodeName`` and announces the change on
+the pod watch, as the API server does). Nodes are published by the agent's own ``Publisher``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import kmock
+from kubernetes import client, config
+
+from agent.publish import KubeApi, Publisher
+from agent.topology.labels import encode_node_metadata
+from agent.topology.model import NodeTopology
+from agent.topology.nrt import encode_nrt
+from placement.engine import CoordinatedGangs, PlacementEngine
+from placement.feed import Backoff, ClusterFeed
+from placement.kubeapi import KubeClient, connect
+from placement.leader import LeaderElector, LeaseConfig
+from placement.server import PlacementServer, ServerOptions
+from placement.shim.binder import Binder
+from placement.shim.client import PlacementClient
+from placement.state.cluster_index import ClusterIndex
+from placement.state.gangs import GangCoordinator
+from placement.state.reservations import Reservations
+from tests.kube_emulator import Emulator
+
+PODS = kmock.resource("", "v1", "pods")
+EVENTS = kmock.resource("", "v1", "events")
+LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
+NAMESPACE = "kubenexus-system"
+
+
+class ShimEmulator(Emulator):
+    """``Emulator`` plus Pods, Events, Leases and the Binding subresource."""
+
+    def __enter__(self) -> ShimEmulator:
+        super().__enter__()
+        return self
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bindings: list[tuple[str, str, str]] = []  # (namespace, pod, node) in arrival order
+        # Given the number of bindings so far; True answers 503 (an API server going away mid-gang).
+        self.refuse_binding: Callable[[int], bool] | None = None
+        for resource, kind, singular in ((PODS, "Pod", "pod"), (EVENTS, "Event", "event"), (LEASES, "Lease", "lease")):
+            self.kmock.resources[resource] = kmock.ResourceInfo(
+                kind=kind, singular=singular, namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
+            )
+        self.kmock["post", PODS, kmock.subresource("binding")] << self._bind
+
+    async def _bind(self, request: kmock.Request) -> dict[str, Any]:
+        node = request.data["target"]["name"]
+        if self.refuse_binding is not None and self.refuse_binding(len(self.bindings)):
+            raise aiohttp.web.HTTPServiceUnavailable()
+        emulator = self.kmock
+        obj = emulator.objects[PODS, request.namespace, str(request.name)]
+        async with emulator._lock:
+            obj.patch({"spec": {"nodeName": node}, "status": {"phase": "Pending"}})
+            raw = obj.raw
+        self.bindings.append((str(request.namespace), str(request.name), node))
+        await emulator._buses[PODS].put({"type": "MODIFIED", "object": raw})
+        return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict(self.kmock.objects[PODS, namespace, name].raw)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [
+            dict(obj.raw)
+            for (resource, _, _), obj in self.kmock.objects.items()
+            if resource == EVENTS and not obj.deleted and obj.raw["involvedObject"]["name"] == name
+        ]
+
+
+def publish_nodes(api: ShimEmulator, kubeconfig: Path, machines: dict[str, NodeTopology]) -> None:
+    """The agent's own publishing path: the Node's labels and annotation, and the NRT object."""
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
+    with client.ApiClient(configuration) as api_client:
+        for name, topology in machines.items():
+            api.add_node(name, {"kubernetes.io/hostname": name})
+            publisher = Publisher(api=KubeApi(api_client), node_name=name)
+            metadata, nrt = encode_node_metadata(topology), encode_nrt(topology, node_name=name)
+            results = publisher.publish(metadata=metadata, nrt=nrt)
+            assert all(r.error is None for r in results), results
+
+
+def pod_object(
+    name: str,
+    *,
+    gpus: int = 0,
+    cpus: int = 4,
+    memory: str = "16Gi",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A Guaranteed pending pod for the kubenexus scheduler, as ``kubectl create`` would send it."""
+    resources: dict[str, Any] = {"cpu": str(cpus), "memory": memory}
+    if gpus:
+        resources["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "schedulerName": "kubenexus-scheduler",
+            "containers": [
+                {"name": "main", "image": "trainer", "resources": {"requests": resources, "limits": resources}}
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+@dataclass
+class Replica:
+    """One placement pod: feed, engine, gRPC server, and a leader-elected binder using that server."""
+
+    api: KubeClient
+    binder_api: KubeClient  # its own connection, as in its own container: stopping it closes only its watch
+    identity: str
+    lease: LeaseConfig
+    index: ClusterIndex = field(default_factory=ClusterIndex)
+
+    def __post_init__(self) -> None:
+        self.reservations = Reservations(self.index)
+        gangs = CoordinatedGangs(GangCoordinator(self.index, self.reservations))
+        self.feed = ClusterFeed(
+            self.api,
+            self.index,
+            self.reservations,
+            watch_timeout_s=5,
+            backoff=Backoff(0.05, 0.2),
+            on_pod=gangs.observe_pod_event,
+        )
+        self.elector = LeaderElector(self.api, self.lease)
+        # One Lease for the service and its binder here; deployed, each has its own (docs/scheduler.md).
+        self.engine = PlacementEngine(
+            index=self.index,
+            reservations=self.reservations,
+            gangs=gangs,
+            synced=lambda: self.feed.synced,
+            leadership=self.elector,
+        )
+        self._loop = asyncio.new_event_loop()
+        self._stopping: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
+        self.port = 0
+
+    async def _serve(self) -> None:
+        self._stopping = asyncio.Event()
+        server = PlacementServer(self.engine, ServerOptions(listen="127.0.0.1:0"))
+        self.port = await server.start()
+        self._started.set()
+        await self._stopping.wait()
+        await server.stop(0)
+
+    def start(self, *, binder: bool = True) -> Replica:
+        self.feed.start()
+        self._thread.start()
+        assert self._started.wait(10), "the gRPC server did not start"
+        self.client = PlacementClient.connect(f"127.0.0.1:{self.port}")
+        self.binder: Binder | None = None
+        if binder:
+            self.binder = Binder(
+                self.binder_api,
+                self.client,
+                is_leader=self.elector.is_leader,
+                identity=self.identity,
+                interval_s=0.1,
+                watch_timeout_s=5,
+            )
+            self.binder.start()
+        self.elector.start()
+        return self
+
+    def kill(self) -> None:
+        """What a crash looks like to the others: nothing released, the Lease left to expire."""
+        self.elector.stop(release=False)
+        if self.binder is not None:
+            self.binder.stop()
+        self.feed.stop()
+        self.client.close()
+        self.api.close()
+        self.binder_api.close()
+        if self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(10)
+
+
+def replica(emulator: ShimEmulator, kubeconfig: Path, identity: str) -> Replica:
+    lease = LeaseConfig(
+        namespace=NAMESPACE,
+        name="kubenexus-binder",
+        identity=identity,
+        lease_duration_s=1.5,
+        renew_deadline_s=1.0,
+        retry_period_s=0.2,
+    )
+    return Replica(api=connect(str(kubeconfig)), binder_api=connect(str(kubeconfig)), identity=identity, lease=lease)
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

