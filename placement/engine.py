@@ -30,6 +30,7 @@ from placement.core.feasibility import (
     IntArray,
     PodDemand,
     demand_of,
+    filter_nodes,
 )
 from placement.core.gpu_sets import rank_label
 from placement.core.intent import PodIntent
@@ -190,6 +191,10 @@ class GangPort(Protocol):
 
     def waiting(self) -> int: ...
 
+    def open_to_backfill(self, nodes: Sequence[str]) -> list[str]: ...
+
+    def tick(self) -> None: ...
+
 
 class CoordinatedGangs:
     """``GangPort`` over ``placement.state.gangs.GangCoordinator``: a PlaceGang request's group becomes the
@@ -246,6 +251,13 @@ class CoordinatedGangs:
 
     def unreserve(self, namespace: str, name: str) -> bool:
         return self.coordinator.unreserve(namespace, name)
+
+    def open_to_backfill(self, nodes: Sequence[str]) -> list[str]:
+        """The nodes a single pod may use: all but those held for a starving head gang."""
+        return self.coordinator.nodes_open_to_backfill(nodes)
+
+    def tick(self) -> None:
+        self.coordinator.tick()
 
     def observe_pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """The feed's pod events (``ClusterFeed(on_pod=...)``): members bound, deleted or finished."""
@@ -370,7 +382,8 @@ class PlacementEngine:
         names = self._candidates(nodes)
         with self.index.lock:
             known, rows, rejected = self._split_known(names)
-            filtered = rank(self.index.arrays(), rows, demand_of(pending.pod), intent=_intent(pending)).filtered
+            # Filter needs no scores: the scoring pass is the Score call's work.
+            filtered = filter_nodes(self.index.arrays(), rows, demand_of(pending.pod), _intent(pending))
             feasible = tuple(name for name, ok in zip(known, filtered.feasible.tolist(), strict=True) if ok)
         return FilterOutcome(feasible=feasible, rejected=tuple(rejected + _rejections(known, filtered)))
 
@@ -417,6 +430,15 @@ class PlacementEngine:
         names = self._candidates(nodes)
         with self.index.lock:
             known, _, rejected = self._split_known(names)
+            if self.gangs is not None:
+                # Backfill: single pods may not take nodes held for a gang that has waited too long.
+                open_nodes = set(self.gangs.open_to_backfill(known))
+                rejected += [
+                    _rejection(node, "held for a waiting pod group (starvation prevention)")
+                    for node in known
+                    if node not in open_nodes
+                ]
+                known = [node for node in known if node in open_nodes]
             decision = self.reservations.decide(_request(pending), known)
         rejected += [_rejection(node, reason) for node, reason in decision.reasons().items()]
         return ReserveOutcome(placement=self._placement(decision), rejected=tuple(rejected))
@@ -514,6 +536,17 @@ class PlacementEngine:
         if synced:
             self._last_synced = time.monotonic()
         return synced
+
+    def tick(self) -> None:
+        """Periodic work, about once a second: expire gang permits and place waiting gangs in queue order.
+
+        Only the leader, and only from a synced cache: a follower's or a stale cache's plan could double-book.
+        """
+        if self.gangs is None or not self.is_synced():
+            return
+        if self.leadership is not None and not self.leadership.is_leader():
+            return
+        self.gangs.tick()
 
     def gangs_waiting(self) -> int:
         return 0 if self.gangs is None else self.gangs.waiting()

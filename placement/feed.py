@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.topology.json_codec import TopologyDecodeError
-from agent.topology.labels import MODEL_KEY
+from agent.topology.labels import MODEL_KEY, decode_node_metadata
+from agent.topology.model import NodeTopology
+from agent.topology.nrt import decode_nrt
 from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
 from placement.state.cluster_index import ClusterIndex
 from placement.state.pods import PodParseError, PodUsage, pod_usage
@@ -47,6 +49,9 @@ NRTS_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
 # Written by the binder on a pod it has placed but not yet bound (value: the node name), beside the
 # assigned cells / GPUs. It stays on the bound pod as a record; once ``spec.nodeName`` is set that wins.
 RESERVED_NODE_KEY = "scheduling.kubenexus.io/reserved-node"
+
+# (node name, its labels, its topology when that changed else None)
+NodeObserver = Callable[[str, Mapping[str, str], NodeTopology | None], None]
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,9 @@ class ClusterFeed:
     """Nodes, NRTs and Pods into a ``ClusterIndex`` (and its ``Reservations``); ``start`` / ``stop``.
 
     ``on_pod`` (optional) sees every pod event after the index did, for a caller that tracks pending
-    pods (the binder) or gang progress without a watch of its own.
+    pods (the binder) or gang progress without a watch of its own. ``on_node`` (optional) sees a node's
+    labels, with its decoded topology when that changed (None otherwise), and ``on_node_removed`` its
+    removal: the gang coordinator's locality (zone, rack, fabric clique) and NIC-near GPUs.
     """
 
     def __init__(
@@ -186,10 +193,12 @@ class ClusterFeed:
         watch_timeout_s: float = 300.0,
         backoff: Backoff | None = None,
         on_pod: Callable[[str, Json], None] | None = None,
+        on_node: NodeObserver | None = None,
+        on_node_removed: Callable[[str], None] | None = None,
     ) -> None:
         self._api = api
         self._stop = threading.Event()
-        self._topology = _TopologyHandler(index)
+        self._topology = _TopologyHandler(index, on_node, on_node_removed)
         self._pods = _PodHandler(index, reservations, on_pod)
         self._reflectors = tuple(
             Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
@@ -241,8 +250,12 @@ class _TopologyHandler:
     read from it, a node without one from its annotation, and an unchanged annotation is not re-decoded.
     """
 
-    def __init__(self, index: ClusterIndex) -> None:
+    def __init__(
+        self, index: ClusterIndex, on_node: NodeObserver | None, on_node_removed: Callable[[str], None] | None
+    ) -> None:
         self._index = index
+        self._on_node = on_node
+        self._on_node_removed = on_node_removed
         self._lock = threading.Lock()
         self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         self._nrts: dict[str, Json] = {}
@@ -258,22 +271,26 @@ class _TopologyHandler:
         with self._lock:
             unchanged = self._annotations.get(name, (None, {}))[1].get(MODEL_KEY) == annotations[MODEL_KEY]
             self._annotations[name] = report
+            if self._on_node is not None:
+                self._on_node(name, report[0], None)  # zone and rack labels may change on their own
             if unchanged or name in self._nrts:
                 return
-            self._decode(name, lambda: self._index.upsert_node(name, *report))
+            self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
 
     def _node_removed(self, name: str) -> None:
         with self._lock:
             self._annotations.pop(name, None)
             self._nrts.pop(name, None)
             self._index.remove_node(name)
+            if self._on_node_removed is not None:
+                self._on_node_removed(name)
 
     def _nrt_changed(self, name: str, obj: Json) -> None:
         with self._lock:
             if self._nrts.get(name) == obj:
                 return
             self._nrts[name] = obj
-            self._decode(name, lambda: self._index.upsert_nrt(obj))
+            self._decode(name, lambda: self._upsert(name, decode_nrt(obj)))
 
     def _nrt_removed(self, name: str) -> None:
         with self._lock:
@@ -281,8 +298,16 @@ class _TopologyHandler:
             report = self._annotations.get(name)
             if report is None:
                 self._index.remove_node(name)
+                if self._on_node_removed is not None:
+                    self._on_node_removed(name)
             else:
-                self._decode(name, lambda: self._index.upsert_node(name, *report))
+                self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
+
+    def _upsert(self, name: str, topology: NodeTopology) -> None:
+        self._index.upsert_topology(name, topology)
+        if self._on_node is not None:
+            labels = self._annotations.get(name, ({}, {}))[0]
+            self._on_node(name, labels, topology)
 
     @staticmethod
     def _decode(name: str, upsert: Callable[[], None]) -> None:

@@ -38,6 +38,7 @@ log = logging.getLogger("kubenexus.placement")
 # LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 _DISCOVERY_TIMEOUT_S = 60.0
+_TICK_S = 1.0  # gang permit timeouts are seconds long (default 10 s)
 
 
 class JsonFormatter(logging.Formatter):
@@ -159,12 +160,25 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.demo:
             await loop.run_in_executor(None, lambda: run_demo(engine, out=sys.stdout, listen_address=args.listen))
             sys.stdout.flush()
+        ticker = asyncio.create_task(_tick_forever(engine))
         await stop_event.wait()
+        ticker.cancel()
         log.info("stopping: calls in flight get the grace period", extra={"grace_s": args.grace})
         await server.stop()
     finally:
         cleanup()
     return 0
+
+
+async def _tick_forever(engine: PlacementEngine) -> None:
+    """Gang permits expire and waiting gangs are retried even when no request arrives."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(_TICK_S)
+        try:
+            await loop.run_in_executor(None, engine.tick)
+        except Exception:  # a bug in one tick must not stop the next: logged with its traceback
+            log.exception("gang tick failed")
 
 
 def _nothing() -> None:
@@ -205,7 +219,14 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
     index = ClusterIndex()
     reservations = Reservations(index)
     gangs = CoordinatedGangs(GangCoordinator(index, reservations))
-    feed = ClusterFeed(api, index, reservations, on_pod=gangs.observe_pod_event)
+    feed = ClusterFeed(
+        api,
+        index,
+        reservations,
+        on_pod=gangs.observe_pod_event,
+        on_node=gangs.coordinator.observe_node,
+        on_node_removed=gangs.coordinator.forget_node,
+    )
     elector = None
     if args.leader_elect:
         try:

@@ -205,6 +205,8 @@ class Replica:
         if self._stopping is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def replica(emulator: ShimEmulator, kubeconfig: Path, identity: str) -> Replica:

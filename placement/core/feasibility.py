@@ -316,7 +316,7 @@ def filter_nodes(
         result = admit(node_resources(arrays, int(rows[position])), pod_of(demand))
         if not result.admit:
             reasons.set_code(int(position), f"kubelet {result.reason}: {result.message}")
-    if intent is not None:
+    if intent is not None and intent.constrains:
         _apply_intent(arrays, rows=rows, demand=demand, intent=intent, providers=providers, view=view, reasons=reasons)
     return FilterResult(
         rows=rows,

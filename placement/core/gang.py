@@ -229,8 +229,8 @@ def _cell_charges(demand: PodDemand) -> list[tuple[str, float]]:
 
 
 def _asked(intent: PodIntent) -> PodIntent | None:
-    """None for a pod that states no intent: the filter then skips the intent's second merge entirely."""
-    return None if intent == PodIntent() else intent
+    """None for a pod whose intent constrains nothing: its members then need only the exact check."""
+    return intent if intent.constrains else None
 
 
 def empty_view(arrays: NodeArrays) -> NodeArrays:

@@ -76,6 +76,11 @@ class PodIntent:
     anti_affinity_node_ids: frozenset[int] = frozenset()
 
     @property
+    def constrains(self) -> bool:
+        """False for a pod that asks nothing beyond its node's kubelet policy."""
+        return self.policy is not None or bool(self.affinity_node_ids or self.anti_affinity_node_ids)
+
+    @property
     def exclusive(self) -> bool:
         return self.policy is NumaIntentPolicy.ISOLATED
 
