@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
-import json
 import logging
 import threading
 import time
@@ -14,24 +12,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-# LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and the record's extra fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        document: dict[str, Any] = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        document.update({key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES})
-        if record.exc_info:
-            document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, default=str)
+from agent.jsonlog import JsonFormatter
 
 
 @contextlib.contextmanager

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
-import json
 import logging
 import os
 import signal
@@ -19,9 +17,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from agent import __version__
+from agent.jsonlog import JsonFormatter
 from agent.topology import json_codec
 from agent.topology.model import NodeTopology
 from placement.demo import build_demo_cluster, run_demo
@@ -36,25 +34,8 @@ from placement.state.reservations import Reservations
 log = logging.getLogger("kubenexus.placement")
 
 # LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 _DISCOVERY_TIMEOUT_S = 60.0
 _TICK_S = 1.0  # gang permit timeouts are seconds long (default 10 s)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and the record's extra fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        document: dict[str, Any] = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        document.update({key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES})
-        if record.exc_info:
-            document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, default=str)
 
 
 class UsageError(Exception):
