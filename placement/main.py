@@ -27,6 +27,7 @@ from placement.engine import CoordinatedGangs, PlacementEngine
 from placement.metrics import PlacementMetrics
 from placement.server import PlacementServer, ServerOptions, TlsFiles
 from placement.shim.flags import add_binder_arguments, add_extender_arguments, add_lease_arguments
+from placement.sim.cli import add_simulate_command
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
 from placement.state.reservations import Reservations
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_binder_arguments(
         commands.add_parser("binder", help="secondary scheduler binding pods with schedulerName kubenexus-scheduler")
     )
-    for command in ("extender", "binder"):
+    add_simulate_command(commands)
+    for command in ("extender", "binder", "simulate"):
         commands.choices[command].add_argument(
             "--log-level", default="info", choices=("debug", "info", "warning", "error")
         )
@@ -93,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    if args.command == "simulate":
+        return int(args.handler(args))
     if args.command in ("extender", "binder"):
         # Loaded only here: the shims need the Kubernetes client, `serve --demo` does not.
         from placement.shim.commands import run_binder, run_extender  # noqa: PLC0415
