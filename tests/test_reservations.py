@@ -162,3 +162,16 @@ def test_isolated_pods_get_a_cell_of_their_own() -> None:
     assert plain.reasons()["n"] == "NUMA cells [0] are held by an isolated pod"
     retried = reservations.decide(PodRequest("ns", "a", _pod(12), intent=replace(isolated)))
     assert retried.cells == (0,)  # a retry replaces the pod's earlier reservation
+
+
+def test_gpus_follow_the_predicted_cpu_cell_where_the_kubelet_pins_nothing() -> None:
+    index = ClusterIndex()
+    topology = nvswitch_node(cells=2, settings=kubelet("none", "pod"))
+    cell0 = len(topology.numa_cells[0].cpus)
+    index.upsert_topology("gpu-0", with_usage(topology, {0: {"cpu": cell0 - 2}}, fingerprint=None))
+    decision = Reservations(index).decide(PodRequest("ns", "p", _pod(8, gpus=1)))
+    assert decision.node == "gpu-0"
+    assert not decision.pinned
+    assert decision.cells == (1,)  # cell 0 has 2 free CPUs: the CPU manager takes the pod's 8 from cell 1
+    gpu_cells = {gpu.index: gpu.numa_node for gpu in topology.gpus}
+    assert [gpu_cells[g] for g in decision.gpus] == [1]

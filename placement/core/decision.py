@@ -120,7 +120,9 @@ def plan_on_node(
     wanted = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
     gpus: tuple[int, ...] = ()
     if wanted and gpu_table is not None:
-        choice = choose_gpu_set(gpu_table, free_gpus, wanted, numa_preference=frozenset(cells) if pinned else None)
+        # Where the kubelet pins nothing, ``cells`` is where the CPUs are predicted to land: GPUs there keep
+        # the pod aligned all the same (choose_gpu_set ranks sets by it before link quality).
+        choice = choose_gpu_set(gpu_table, free_gpus, wanted, numa_preference=frozenset(cells))
         if choice is not None:
             gpus = choice.gpus
     share = int(dict(demand.device_requests).get(GPU_SHARE, 0))
