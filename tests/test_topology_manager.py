@@ -531,3 +531,20 @@ def test_merge_matches_brute_force(providers: list[ProviderHints], closest: bool
     numa_info = NumaInfo((0, 1, 2, 3), rows)
     hint, _ = policy_merge(TopologyPolicy.BEST_EFFORT, numa_info, PolicyOptions(prefer_closest_numa=closest), providers)
     assert hint == _reference_merge(numa_info, providers, closest)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lists=st.lists(st.lists(_HINT, max_size=5), max_size=4),
+    policy=st.sampled_from(list(TopologyPolicy)),
+    closest=st.booleans(),
+    distances=st.lists(st.integers(min_value=11, max_value=40), min_size=6, max_size=6),
+)
+def test_merge_matches_the_literal_fold(
+    lists: list[list[TopologyHint]], policy: TopologyPolicy, closest: bool, distances: list[int]
+) -> None:
+    """The merge that skips the cartesian product gives the kubelet's fold over it, hint for hint."""
+    pairs = dict(zip(itertools.combinations(range(4), 2), distances, strict=True))
+    rows = tuple(tuple(10 if a == b else pairs[(min(a, b), max(a, b))] for b in range(4)) for a in range(4))
+    merger = HintMerger.create(NumaInfo((0, 1, 2, 3), rows), lists, policy, PolicyOptions(prefer_closest_numa=closest))
+    assert merger.merge() == merger.merge_exhaustive()

@@ -36,7 +36,13 @@ class NumaMask:
     @property
     def ids(self) -> tuple[int, ...]:
         """``GetBits``: the set ids, ascending."""
-        return tuple(i for i in range(MAX_BIT + 1) if self.bits >> i & 1)
+        ids: list[int] = []
+        rest = self.bits
+        while rest:
+            low = rest & -rest
+            ids.append(low.bit_length() - 1)
+            rest ^= low
+        return tuple(ids)
 
     def count(self) -> int:
         return self.bits.bit_count()

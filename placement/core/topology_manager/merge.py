@@ -242,7 +242,52 @@ class HintMerger:
         return self.compare_masks(current, candidate)  # case 3cc
 
     def merge(self) -> TopologyHint:
-        """``HintMerger.Merge`` over ``iterateAllProviderTopologyHints`` (the cartesian product)."""
+        """``HintMerger.Merge``: the same answer as folding ``compare`` over every permutation
+        (``merge_exhaustive``), without enumerating the cartesian product.
+
+        ``compare`` keeps the better of two hints under a total order (preferred first; preferred by
+        narrowest, or closest, mask; non-preferred by the class of the count against
+        ``bestNonPreferredAffinityCount``, then the count, then the mask), identical hints being equal, so
+        the fold's result is the best DISTINCT merged hint whatever the order. Those are:
+
+        * preferred: every provider's hint preferred and every non-nil mask the same ``m`` (or all nil,
+          the default affinity), so ``default & m`` for each ``m`` that every provider offers preferred
+          (or a preferred nil hint covers);
+        * non-preferred: any reachable AND of one hint per provider, needed only when no preferred
+          candidate has a non-empty mask, since any such one beats every non-preferred hint.
+        """
+        default_affinity = self.numa_info.default_affinity()
+        if any(len(hints) == 0 for hints in self.hints):
+            return TopologyHint(default_affinity, False)  # no permutation at all
+        default_bits = default_affinity.bits
+        preferred_masks: list[set[int]] = []  # per provider: its preferred masks' bits
+        preferred_any: list[bool] = []  # per provider: a preferred nil hint
+        for hints in self.hints:
+            preferred_masks.append({h.affinity.bits for h in hints if h.preferred and h.affinity is not None})
+            preferred_any.append(any(h.preferred and h.affinity is None for h in hints))
+        candidates: set[int] = set()
+        if all(preferred_any):
+            candidates.add(default_bits)
+        for offered in preferred_masks:
+            for bits in offered:
+                if all(bits in masks or nil for masks, nil in zip(preferred_masks, preferred_any, strict=True)):
+                    candidates.add(default_bits & bits)
+        best: TopologyHint | None = None
+        for bits in sorted(b for b in candidates if b):
+            best = self.compare(best, TopologyHint(NumaMask(bits), True))
+        if best is not None:
+            return best
+        reachable = {default_bits}
+        for hints in self.hints:
+            masks = {~0 if h.affinity is None else h.affinity.bits for h in hints}
+            reachable = {r & m for r in reachable for m in masks}
+        for bits in sorted(b for b in reachable if b):
+            best = self.compare(best, TopologyHint(NumaMask(bits), False))
+        return best if best is not None else TopologyHint(default_affinity, False)
+
+    def merge_exhaustive(self) -> TopologyHint:
+        """``HintMerger.Merge`` literally: ``compare`` folded over ``iterateAllProviderTopologyHints``
+        (the cartesian product). The reference ``merge`` is checked against."""
         default_affinity = self.numa_info.default_affinity()
         best: TopologyHint | None = None
         for permutation in itertools.product(*self.hints):
