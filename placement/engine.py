@@ -16,6 +16,7 @@ import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -96,8 +97,25 @@ class NodeScore(NamedTuple):
 
 @dataclass(frozen=True)
 class ScoreOutcome:
-    scores: tuple[NodeScore, ...]  # best first
+    """The feasible nodes best first, as parallel columns: a Score call ranks hundreds of nodes, and the
+    servicer encodes straight from the columns (one ``NodeScore`` and dict per node cost ~2 us each)."""
+
+    nodes: tuple[str, ...]  # best first
+    totals: Sequence[float]  # 0..100, per node
+    points: Mapping[str, Sequence[float]]  # component (fit, bandwidth, distance, gang) -> points per node
+    landing_cells: Sequence[int]  # the NUMA id the pod is predicted to land in; -1 when it spans the node
     rejected: tuple[Rejection, ...]
+
+    @property
+    def scores(self) -> tuple[NodeScore, ...]:
+        """One ``NodeScore`` per node, best first (for callers that want rows; the servicer reads columns)."""
+        components = tuple(self.points)
+        return tuple(
+            NodeScore(node, total, dict(zip(components, parts, strict=True)), () if cell < 0 else (cell,))
+            for node, total, cell, parts in zip(
+                self.nodes, self.totals, self.landing_cells, zip(*self.points.values(), strict=True), strict=True
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -384,7 +402,7 @@ class PlacementEngine:
             known, rows, rejected = self._split_known(names)
             # Filter needs no scores: the scoring pass is the Score call's work.
             filtered = filter_nodes(self.index.arrays(), rows, demand_of(pending.pod), _intent(pending))
-            feasible = tuple(name for name, ok in zip(known, filtered.feasible.tolist(), strict=True) if ok)
+            feasible = tuple(compress(known, filtered.feasible.tolist()))
         return FilterOutcome(feasible=feasible, rejected=tuple(rejected + _rejections(known, filtered)))
 
     def score(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ScoreOutcome:
@@ -396,7 +414,7 @@ class PlacementEngine:
             ranking = rank(arrays, rows, demand_of(pending.pod), intent=_intent(pending))
             scores = ranking.scores
             order = ranking.order
-            # Vectorised per component, then one dict per node: Scores.breakdown(i) per node costs 10x more.
+            # Vectorised per component, one list each: the servicer encodes from these columns.
             scale = 100.0 / sum(scores.weights.as_dict().values())
             points = {
                 name: (weight * scale * scores.components[name][order]).tolist()
@@ -404,25 +422,15 @@ class PlacementEngine:
             }
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
-            cells = arrays.cell_ids[ordered_rows, np.maximum(landing, 0)].tolist()
-            components = list(points)
-            ranked = tuple(
-                NodeScore(
-                    self.index.name_of(row) or "",
-                    total,
-                    dict(zip(components, parts, strict=True)),
-                    () if spans else (cell,),
-                )
-                for row, total, spans, cell, parts in zip(
-                    ordered_rows.tolist(),
-                    scores.total[order].tolist(),
-                    (landing < 0).tolist(),
-                    cells,
-                    zip(*points.values(), strict=True),
-                    strict=True,
-                )
-            )
-        return ScoreOutcome(scores=ranked, rejected=tuple(rejected + _rejections(known, ranking.filtered)))
+            cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
+            nodes = tuple(self.index.names_of(ordered_rows))
+        return ScoreOutcome(
+            nodes=nodes,
+            totals=scores.total[order].tolist(),
+            points=points,
+            landing_cells=cells.tolist(),
+            rejected=tuple(rejected + _rejections(known, ranking.filtered)),
+        )
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ReserveOutcome:
         pending = self._admit_request(spec)
@@ -670,23 +678,21 @@ class PlacementEngine:
         """``nodes`` without duplicates, in order; every node when empty."""
         if len(nodes) > MAX_NODE_NAMES:
             raise InvalidRequest(f"{len(nodes)} node names, more than the {MAX_NODE_NAMES} accepted")
-        if any(not name for name in nodes):
+        if "" in nodes:
             raise InvalidRequest("node names must not be empty")
         return list(dict.fromkeys(nodes)) if nodes else sorted(self.index.node_names())
 
-    def _split_known(self, names: Sequence[str]) -> tuple[list[str], IntArray, list[Rejection]]:
+    def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejection]]:
         """Known names with their index slots (call under the index lock), and a rejection per unknown name."""
-        known: list[str] = []
-        slots: list[int] = []
-        unknown: list[Rejection] = []
-        for name in names:
-            slot = self.index.slot_of(name)
-            if slot is None:
-                unknown.append(Rejection(name, _UNKNOWN_NODE, RejectionKind.UNKNOWN_NODE))
-            else:
-                known.append(name)
-                slots.append(slot)
-        return known, np.array(slots, dtype=np.int64), unknown
+        slots = self.index.slots_of(names)
+        held = slots >= 0
+        if held.all():
+            return names, slots, []
+        known = list(compress(names, held.tolist()))
+        unknown = [
+            Rejection(name, _UNKNOWN_NODE, RejectionKind.UNKNOWN_NODE) for name in compress(names, (~held).tolist())
+        ]
+        return known, slots[held], unknown
 
     def _placement(self, decision: Decision) -> Placement | None:
         if decision.node is None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -36,14 +37,15 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.engine import (
     Amount,
+    FilterOutcome,
     GangSpec,
     GangState,
-    NodeScore,
     PermitState,
     Placement,
     PlacementEngine,
     Rejection,
     RejectionKind,
+    ScoreOutcome,
 )
 from placement.errors import (
     CacheNotSynced,
@@ -86,6 +88,7 @@ _PERMIT_TO_PB = {
     PermitState.REJECT: pb.PERMIT_STATE_REJECT,
 }
 MIB = 1024 * 1024
+_BREAKDOWN_FIELDS = ("fit", "bandwidth", "distance", "gang")  # ScoreBreakdown's, in order
 
 
 @dataclass(frozen=True)
@@ -146,18 +149,50 @@ def _rejection(rejection: Rejection) -> pb.NodeRejection:
     return pb.NodeRejection(node=rejection.node, reason=rejection.reason, kind=_KIND_TO_PB[rejection.kind])
 
 
+# Filter and Score answer hundreds of nodes per call. Appending with the repeated field's ``add`` and
+# setting fields in place builds each element inside the response, about half the cost of constructing a
+# message per node and copying it in (~1 us a node instead of ~2; the bytes are the same).
+
+
+def _add_rejections(field: RepeatedCompositeFieldContainer[pb.NodeRejection], rejections: Iterable[Rejection]) -> None:
+    add = field.add
+    for node, reason, kind in rejections:
+        add(node=node, reason=reason, kind=_KIND_TO_PB[kind])
+
+
+def _add_scores(field: RepeatedCompositeFieldContainer[pb.NodeScore], outcome: ScoreOutcome) -> None:
+    add = field.add
+    zeros = [0.0] * len(outcome.nodes)
+    points = zip(*(outcome.points.get(name, zeros) for name in _BREAKDOWN_FIELDS), strict=True)
+    for node, total, cell, (fit, bandwidth, distance, gang) in zip(
+        outcome.nodes, outcome.totals, outcome.landing_cells, points, strict=True
+    ):
+        breakdown = add(node=node, score=total, numa_cells=() if cell < 0 else (cell,)).breakdown
+        breakdown.fit = fit
+        breakdown.bandwidth = bandwidth
+        breakdown.distance = distance
+        breakdown.gang = gang
+
+
+def filter_response(outcome: FilterOutcome) -> pb.FilterResponse:
+    response = pb.FilterResponse(feasible_nodes=outcome.feasible)
+    _add_rejections(response.rejected, outcome.rejected)
+    return response
+
+
+def score_response(outcome: ScoreOutcome) -> pb.ScoreResponse:
+    response = pb.ScoreResponse()
+    _add_scores(response.scores, outcome)
+    _add_rejections(response.rejected, outcome.rejected)
+    return response
+
+
 def _breakdown(points: Mapping[str, float]) -> pb.ScoreBreakdown:
     return pb.ScoreBreakdown(
         fit=points.get("fit", 0.0),
         bandwidth=points.get("bandwidth", 0.0),
         distance=points.get("distance", 0.0),
         gang=points.get("gang", 0.0),
-    )
-
-
-def _score(score: NodeScore) -> pb.NodeScore:
-    return pb.NodeScore(
-        node=score.node, score=score.score, breakdown=_breakdown(score.breakdown), numa_cells=score.landing_cells
     )
 
 
@@ -197,13 +232,11 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
     async def Filter(self, request: pb.FilterRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.FilterResponse:
         outcome = await self._run(lambda: self._engine.filter(decode_pod(request), request.node_names))
         self._metrics.count_rejections(outcome.rejected)
-        return pb.FilterResponse(feasible_nodes=outcome.feasible, rejected=[_rejection(r) for r in outcome.rejected])
+        return filter_response(outcome)
 
     async def Score(self, request: pb.ScoreRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ScoreResponse:
         outcome = await self._run(lambda: self._engine.score(decode_pod(request), request.node_names))
-        return pb.ScoreResponse(
-            scores=[_score(s) for s in outcome.scores], rejected=[_rejection(r) for r in outcome.rejected]
-        )
+        return score_response(outcome)
 
     async def Reserve(
         self, request: pb.ReserveRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -221,7 +221,7 @@ def replica(emulator: ShimEmulator, kubeconfig: Path, identity: str) -> Replica:
     return Replica(api=connect(str(kubeconfig)), binder_api=connect(str(kubeconfig)), identity=identity, lease=lease)
 
 
-def wait_until(condition: Callable[[], object], timeout_s: float = 15.0, what: str = "condition") -> None:
+def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:

@@ -142,7 +142,7 @@ def test_killing_the_leader_mid_gang_lets_the_next_replica_finish_it(cluster: tu
 
     second = replica(emulator, kubeconfig, "placement-1").start()
     try:
-        wait_until(lambda: len({b[1] for b in emulator.bindings}) == 8, timeout_s=20, what="the rest of the gang")
+        wait_until(lambda: len({b[1] for b in emulator.bindings}) == 8, timeout_s=40, what="the rest of the gang")
         # The new replica rebuilt the reservations from the pods: all 16 GPUs are charged exactly once.
         wait_until(
             lambda: sum(len(second.index.busy_gpus(second.index.slot_of(n) or 0)) for n in ("h100-a", "h100-b")) == 16
