@@ -7,6 +7,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge results, not speed: on a loaded 2-core CI machine a slow example is no failure.
+settings.register_profile("kubenexus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kubenexus")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("KUBENEXUS_SHARED_DATA", REPO.parent / "shared" / "data"))
