@@ -1,28 +1,45 @@
 """Pending pods as clients send them, validated strictly into what the placement core decides on.
 
-``placement.state.pods`` reads pods the watch shows bound, which the API server has already validated; a
-pod here comes from a client (the scheduler shim, a person with grpcurl) before anything checked it, so
+A pod here comes from a client (the scheduler shim, a person with grpcurl) before anything checked it, so
 every field is validated with a message that names the pod, the container and the field: negative or
-malformed quantities, requests above limits, fractional devices, unknown intent values.
+malformed quantities, requests above limits, fractional devices, unknown intent values. The same
+conversion (``pod_model``) reads the pods the watch shows bound (``placement.state.pods``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from placement.core.intent import IntentError, PodIntent, parse_pod_intent
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.errors import InvalidRequest
-from placement.state.pods import PodParseError, parse_quantity
 
 MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
 MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
 _CPU_MEMORY = ("cpu", "memory")
+_QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
+_SUFFIX = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
 
 
 @dataclass(frozen=True)
@@ -145,9 +162,25 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         intent = parse_pod_intent(spec.annotations, spec.labels)
     except IntentError as error:
         raise InvalidRequest(f"{where}: {error}") from None
+    return PendingPod(
+        namespace=namespace,
+        name=spec.name,
+        pod=pod_model(spec, where),
+        intent=intent,
+        labels=dict(spec.labels),
+        annotations=dict(spec.annotations),
+    )
+
+
+def pod_model(spec: PodSpec, where: str) -> Pod:
+    """The kubelet-level pod: each container's effective requests and the pod's QoS class.
+
+    The one conversion of a pod's containers, for pods a client asks about and for pods the watch shows
+    bound (``placement.state.pods``); raises ``InvalidRequest`` naming the container and field.
+    """
     all_containers = (*spec.init_containers, *spec.containers)
     amounts = [_amounts(c, f"{where} container {c.name or '?'}") for c in all_containers]
-    model = Pod(
+    return Pod(
         containers=tuple(
             _model(c, a) for c, a in zip(spec.containers, amounts[len(spec.init_containers) :], strict=True)
         ),
@@ -156,14 +189,17 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         ),
         qos=_qos(amounts),
     )
-    return PendingPod(
-        namespace=namespace,
-        name=spec.name,
-        pod=model,
-        intent=intent,
-        labels=dict(spec.labels),
-        annotations=dict(spec.annotations),
-    )
+
+
+def parse_quantity(text: str | int | float, *, where: str) -> Decimal:
+    """A Kubernetes quantity ("500m", "4Gi", "1e3") as a Decimal in base units."""
+    match = _QUANTITY.fullmatch(str(text).strip())
+    if match is None or match.group(2) not in _SUFFIX:
+        raise InvalidRequest(f"{where}: {text!r} is not a Kubernetes quantity")
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+    except InvalidOperation:
+        raise InvalidRequest(f"{where}: {text!r} is not a Kubernetes quantity") from None
 
 
 @dataclass(frozen=True)
@@ -177,10 +213,7 @@ def _amounts(container: ContainerSpec, where: str) -> _Amounts:
         parsed = {}
         for name, text in values.items():
             label = f"{where}: {kind}.{name}"
-            try:
-                amount = parse_quantity(text, where=label)
-            except PodParseError as error:
-                raise InvalidRequest(str(error)) from None
+            amount = parse_quantity(text, where=label)
             if not amount.is_finite() or amount < 0:
                 raise InvalidRequest(f"{label} must not be negative, got {text!r}")
             if amount > MAX_AMOUNT:

@@ -151,5 +151,5 @@ def test_pod_objects_parse_into_usage() -> None:
         pod_usage(_pod_object(**{ASSIGNED_CELLS_KEY: "one"}))
     broken = _pod_object()
     broken["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
-    with pytest.raises(PodParseError, match="container main cpu"):
+    with pytest.raises(PodParseError, match=r"container main: limits\.cpu: 'lots' is not a Kubernetes quantity"):
         pod_usage(broken)

@@ -34,7 +34,7 @@ from placement.feed import PODS_PATH, RESERVED_NODE_KEY, Reflector, pod_key
 from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import SCHEDULER_NAME
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 
 log = logging.getLogger("kubenexus.placement.binder")
 
@@ -265,9 +265,9 @@ class Binder:
                     "binding failed; retrying next pass", extra={"pod": _name(assignment.pod), "error": describe(error)}
                 )
                 continue
-            where = f"NUMA cells {_ids(assignment.cells)}"
+            where = f"NUMA cells {format_ids(assignment.cells)}"
             if assignment.gpus:
-                where += f", GPUs {_ids(assignment.gpus)}"
+                where += f", GPUs {format_ids(assignment.gpus)}"
             message = f"Successfully assigned {namespace}/{name} to {assignment.node} ({where})"
             log.info(
                 "bound",
@@ -387,12 +387,12 @@ def _min_available(members: Sequence[Mapping[str, Any]]) -> int | str:
 def _assignment(pod: Json, placement: pb.PodPlacement) -> Assignment:
     cells, gpus = tuple(placement.numa_cells), tuple(placement.gpu_ids)
     annotations = {
-        ASSIGNED_CELLS_KEY: _ids(cells),
+        ASSIGNED_CELLS_KEY: format_ids(cells),
         **dict(placement.annotations),
         RESERVED_NODE_KEY: placement.node,
     }
     if gpus:
-        annotations[ASSIGNED_GPUS_KEY] = _ids(gpus)
+        annotations[ASSIGNED_GPUS_KEY] = format_ids(gpus)
     return Assignment(pod=pod, node=placement.node, cells=cells, gpus=gpus, annotations=annotations)
 
 
@@ -410,10 +410,6 @@ def _restored(pod: Json) -> Assignment:
         gpus=ids(ASSIGNED_GPUS_KEY),
         annotations={},
     )
-
-
-def _ids(ids: Sequence[int]) -> str:
-    return ",".join(str(i) for i in ids)
 
 
 def _no_node_message(rejected: Sequence[pb.NodeRejection]) -> str:

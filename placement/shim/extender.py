@@ -39,7 +39,7 @@ from placement.kubeapi import TRANSPORT_ERRORS, Json, KubeClient, describe
 from placement.shim.binder import GROUP_MIN_LABEL, GROUP_NAME_LABEL
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 
 log = logging.getLogger("kubenexus.placement.extender")
 
@@ -133,10 +133,10 @@ class Extender:
         annotations = {
             **dict(placement.annotations),
             RESERVED_NODE_KEY: node,
-            ASSIGNED_CELLS_KEY: ",".join(map(str, placement.numa_cells)),
+            ASSIGNED_CELLS_KEY: format_ids(placement.numa_cells),
         }
         if placement.gpu_ids:
-            annotations[ASSIGNED_GPUS_KEY] = ",".join(map(str, placement.gpu_ids))
+            annotations[ASSIGNED_GPUS_KEY] = format_ids(placement.gpu_ids)
         try:
             self._patch(namespace, name, annotations)
             waited = self._wait_for_group(pod)
