@@ -57,8 +57,8 @@ class NumaIntentPolicy(enum.StrEnum):
     ISOLATED = "isolated"
 
 
-class IntentError(ValueError):
-    """An intent annotation or label the placement service refuses; names the key, value and accepted values."""
+class InvalidValue(ValueError):
+    """A pod label or annotation value the placement service refuses; names the key, value and accepted values."""
 
     def __init__(self, key: str, value: str, accepted: str, detail: str = "") -> None:
         self.key = key
@@ -66,6 +66,10 @@ class IntentError(ValueError):
         self.accepted = accepted
         reason = f" ({detail})" if detail else ""
         super().__init__(f"invalid value {value!r} for {key}{reason}; accepted: {accepted}")
+
+
+class IntentError(InvalidValue):
+    """A NUMA intent annotation or label the placement service refuses."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from placement.core.intent import InvalidValue
+
 NAME_KEY = "pod-group.scheduling.kubenexus.io/name"
 MIN_AVAILABLE_KEY = "pod-group.scheduling.kubenexus.io/min-available"
 SCHEDULER_PLUGINS_KEY = "scheduling.x-k8s.io/pod-group"
@@ -45,15 +47,8 @@ class SpreadPolicy(enum.StrEnum):
     BALANCED = "balanced"  # fewest nodes, members even over them and over their NUMA cells
 
 
-class PodGroupError(ValueError):
-    """A pod-group label (or PodGroup field) the service refuses; names the key, value and accepted values."""
-
-    def __init__(self, key: str, value: str, accepted: str, detail: str = "") -> None:
-        self.key = key
-        self.value = value
-        self.accepted = accepted
-        reason = f" ({detail})" if detail else ""
-        super().__init__(f"invalid value {value!r} for {key}{reason}; accepted: {accepted}")
+class PodGroupError(InvalidValue):
+    """A pod-group label (or PodGroup field) the service refuses."""
 
 
 @dataclass(frozen=True, order=True)
