@@ -61,3 +61,26 @@ def build_two_socket_host(root: Path) -> Path:
     write(root, "/proc/cpuinfo", "processor\t: 0\nmodel name\t: Test Xeon 9999\n\nprocessor\t: 1\n")
     write(root, "/proc/meminfo", "MemTotal:       32384000 kB\n")
     return root
+
+
+def build_one_cell_vm(root: Path) -> Path:
+    """A 16-CPU virtual machine with one NUMA cell and no HMAT, as a cloud GPU VM shows it."""
+    write(root, "/sys/devices/system/cpu/online", "0-15\n")
+    write(root, "/sys/devices/system/cpu/present", "0-15\n")
+    write(root, "/sys/devices/system/cpu/possible", "0-15\n")
+    for cpu in range(16):
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        write(root, f"{topology}/physical_package_id", "0\n")
+        write(root, f"{topology}/core_id", f"{cpu}\n")
+        write(root, f"{topology}/thread_siblings_list", f"{cpu}\n")
+    write(root, "/sys/devices/system/node/online", "0\n")
+    write(root, "/sys/devices/system/node/possible", "0\n")
+    write(root, "/sys/devices/system/node/node0/cpulist", "0-15\n")
+    write(root, "/sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:        4550128 kB\n")
+    write(root, "/sys/devices/system/node/node0/distance", "10\n")
+    for size in ("2048kB", "1048576kB"):
+        write(root, f"/sys/devices/system/node/node0/hugepages/hugepages-{size}/nr_hugepages", "0\n")
+        write(root, f"/sys/devices/system/node/node0/hugepages/hugepages-{size}/free_hugepages", "0\n")
+    write(root, "/proc/cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n")
+    write(root, "/proc/meminfo", "MemTotal:       4550128 kB\n")
+    return root

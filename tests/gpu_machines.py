@@ -32,6 +32,8 @@ MELLANOX = 0x15B3
 CLASS_3D_CONTROLLER = 0x030200
 CLASS_BRIDGE_OTHER = 0x068000  # how NVSwitches enumerate
 CLASS_INFINIBAND = 0x020700
+CLASS_ETHERNET = 0x020000
+VIRTIO = 0x1AF4
 CLASS_PCI_BRIDGE = 0x060400
 _SWITCH_PORT = (0x1000, 0xC030)  # Broadcom PEX89000 switch port: vendor, device
 
@@ -93,7 +95,7 @@ class PciFunctionSpec:
     device_id: int
     class_code: int
     slot: PcieSlot
-    numa_node: int
+    numa_node: int | None  # None: sysfs numa_node says -1
     cpus: tuple[int, ...]
     netdev: str | None = None
     rdma_device: str | None = None
@@ -392,6 +394,42 @@ def _pcie_nvlink_bridges() -> GpuMachine:
     )
 
 
+def _h200_vm() -> GpuMachine:
+    """A one-GPU virtual machine with an H200 passed through, as seen on a real one (driver 580.159.04).
+
+    What NVML answered there: every NVLink call NotSupported on all 36 links (no NVLink peers in the VM),
+    NUMA node id NotSupported, MIG mode supported and off, fabric info supported with state
+    NOT_SUPPORTED and a zero cluster UUID. Sysfs: one NUMA cell, every PCI function directly on host
+    bridge pci0000:00 with numa_node -1, a virtio NIC (eth0) and no RDMA device.
+    """
+    cpus = _cpus("0-15")
+    gpu = GpuSpec(
+        bus_id="00000000:00:06.0",
+        name="NVIDIA H200",
+        uuid="GPU-1b2cdef2-d965-c8f6-af94-5832135dbfbe",
+        device_id=0x2335,
+        memory_mib=143771,
+        compute_capability=(9, 0),
+        slot=PcieSlot(root="pci0000:00", bridges=()),
+        numa_node=0,
+        cpus=cpus,
+        sysfs_hides_numa=True,
+        mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
+        fabric=FabricSpec(state=pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, cluster_uuid=uuid.UUID(int=0), clique_id=0),
+    )
+    nic = PciFunctionSpec(
+        bus_id="0000:00:03.0",
+        vendor_id=VIRTIO,
+        device_id=0x1041,
+        class_code=CLASS_ETHERNET,
+        slot=PcieSlot(root="pci0000:00", bridges=()),
+        numa_node=None,
+        cpus=cpus,
+        netdev="eth0",
+    )
+    return GpuMachine(name="h200_vm", gpus=(gpu,), others=(nic,))
+
+
 def _hgx_h100_gpu3_lost() -> GpuMachine:
     machine = _hgx_h100()
     gpus = tuple(replace(gpu, lost=True) if index == 3 else gpu for index, gpu in enumerate(machine.gpus))
@@ -403,6 +441,7 @@ HGX_H100 = _hgx_h100()
 GB200_TRAY = _gb200_tray()
 L40S_4X = _l40s_4x()
 PCIE_NVLINK_BRIDGES = _pcie_nvlink_bridges()
+H200_VM = _h200_vm()
 HGX_H100_GPU3_LOST = _hgx_h100_gpu3_lost()
 
 HEALTHY_MACHINES = (DGX_A100, HGX_H100, GB200_TRAY, L40S_4X, PCIE_NVLINK_BRIDGES)

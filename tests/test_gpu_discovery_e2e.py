@@ -3,6 +3,7 @@ through ``agent.discovery.discover`` and the ``topo`` renderer, checked against 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,16 @@ from agent.topology.model import NodeTopology, PathKind
 from agent.topology.topo_matrix import parse_topo_matrix, render_topo_matrix
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FakeNvml
-from tests.fake_sysfs import build_two_socket_host
-from tests.gpu_machines import HGX_H100, L40S_4X, PCIE_NVLINK_BRIDGES, GpuMachine
+from tests.fake_sysfs import build_one_cell_vm, build_two_socket_host
+from tests.gpu_machines import H200_VM, HGX_H100, L40S_4X, PCIE_NVLINK_BRIDGES, GpuMachine
 from tests.gpu_sysfs import build_gpu_sysfs
+
+REAL_CAPTURES = Path(__file__).parent / "real_captures"
 
 
 def discover_machine(tmp_path: Path, machine: GpuMachine, *, with_nvml: bool = True) -> NodeTopology:
-    root = build_gpu_sysfs(build_two_socket_host(tmp_path / machine.name), machine)
+    host = build_one_cell_vm if machine is H200_VM else build_two_socket_host
+    root = build_gpu_sysfs(host(tmp_path / machine.name), machine)
     nvml = FakeNvml(machine).module if with_nvml else None
     return discover(HostFS(str(root)), nvml=nvml, nvml_with_host_root=True)
 
@@ -78,3 +82,26 @@ def test_without_nvml_the_gpus_still_come_from_sysfs(tmp_path: Path) -> None:
 def test_gpu_nodes_round_trip_through_json(tmp_path: Path, machine: GpuMachine) -> None:
     topology = discover_machine(tmp_path, machine)
     assert loads(dumps(topology)) == topology
+
+
+def test_h200_vm_discovers_as_the_real_machine_did(tmp_path: Path) -> None:
+    """The fake NVML and sysfs of the H200 VM give what the agent printed on the real VM, field by field."""
+    captured = json.loads((REAL_CAPTURES / "h200_vm_discover.json").read_text())
+    discovered = json.loads(dumps(discover_machine(tmp_path, H200_VM)))
+    for section in ("gpu_source", "gpus", "nics", "links", "warnings"):
+        assert discovered[section] == captured[section], section
+    # What the real run showed: no NVLink (NotSupported on every link), GPU NUMA from NVML's affinity
+    # although sysfs says -1, the virtio NIC one host bridge away.
+    assert captured["gpus"][0]["nvlinks"] == []
+    assert captured["gpus"][0]["numa_node"] == 0
+    assert captured["links"] == [{"a": "GPU0", "b": "NIC0", "nvlinks": 0, "nvml_path": None, "path": "PHB"}]
+
+
+def test_real_h200_topo_matrix_with_terminal_escapes_parses(tmp_path: Path) -> None:
+    """nvidia-smi underlines its header with ANSI escapes; the parser reads through them."""
+    text = (REAL_CAPTURES / "h200_vm_nvidia-smi_topo_m.txt").read_text()
+    assert "\x1b[4m" in text
+    parsed = parse_topo_matrix(text)
+    assert [(gpu.cpu_affinity, gpu.numa_node) for gpu in parsed.gpus] == [(tuple(range(16)), 0)]
+    assert parsed.nics == ()
+    assert parsed.links == ()
