@@ -143,7 +143,8 @@ async def _serve(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise StartError(str(error)) from None
         if args.demo:
-            await loop.run_in_executor(None, lambda: run_demo(engine, out=sys.stdout, listen_address=args.listen))
+            address = f"{args.listen.rpartition(':')[0]}:{server.port}"  # the bound port when asked for :0
+            await loop.run_in_executor(None, lambda: run_demo(engine, out=sys.stdout, listen_address=address))
             sys.stdout.flush()
         ticker = asyncio.create_task(_tick_forever(engine))
         await stop_event.wait()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,34 @@ def test_mutual_tls(certificates: Path) -> None:
         assert listed_by_grpcurl.returncode == 0, listed_by_grpcurl.stderr
     finally:
         server.close()
+
+
+@pytest.mark.slow
+def test_readme_demo_command_serves_what_it_prints(tmp_path: Path) -> None:
+    """`kubenexus-placement serve --demo` as a user starts it: the grpcurl commands it prints work as printed."""
+    binary = _grpcurl_binary()
+    command = [sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("The service keeps running on"):
+                break
+        tries = [process.stdout.readline().strip() for _ in range(5)]
+        assert all(line.startswith("grpcurl ") for line in tries), tries
+        assert not lines[-1].rstrip().endswith(":0. Try:"), lines[-1]  # the bound port, not the one asked for
+        for printed in tries:
+            args = shlex.split(printed)
+            done = subprocess.run([binary, *args[1:]], capture_output=True, text=True, timeout=20, check=False)
+            assert done.returncode == 0, (printed, done.stderr)
+        assert '"status": "SERVING"' in subprocess.run(
+            [binary, *shlex.split(tries[1])[1:]], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        assert process.stdout is not None
+        process.stdout.close()
+    assert code == 0
