@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from placement.core.decision import GPU_RESOURCE, plan_on_node, rank
+from placement.core.decision import GPU_RESOURCE, plan_on_node, rank, rank_filtered
 from placement.core.feasibility import (
     CPU,
     MEMORY,
@@ -73,38 +74,70 @@ def rejection_kind(reason: str) -> RejectionKind:
 
 
 class Rejection(NamedTuple):
-    """Why one node cannot take the pod (a tuple: a Filter creates hundreds, and it is immutable all the same)."""
+    """Why one node cannot take the pod."""
 
     node: str
     reason: str
     kind: RejectionKind
 
 
+class Rejections(NamedTuple):
+    """The candidates rejected for one reason, in request order.
+
+    Filter and Score reject hundreds of nodes for a handful of reasons; grouped, an answer costs one
+    entry per reason rather than one per node, here and on the wire.
+    """
+
+    reason: str
+    kind: RejectionKind
+    nodes: tuple[str, ...]
+
+
+def each_rejection(groups: Sequence[Rejections]) -> list[Rejection]:
+    """One ``Rejection`` per node, group by group (for callers that want rows)."""
+    return [Rejection(node, group.reason, group.kind) for group in groups for node in group.nodes]
+
+
+def group_rejections(rejections: Sequence[Rejection]) -> tuple[Rejections, ...]:
+    """Rows grouped by reason: the most common reason first, nodes in their given order."""
+    grouped: dict[str, list[str]] = {}
+    kinds: dict[str, RejectionKind] = {}
+    for node, reason, kind in rejections:
+        grouped.setdefault(reason, []).append(node)
+        kinds[reason] = kind
+    return _ordered(Rejections(reason, kinds[reason], tuple(nodes)) for reason, nodes in grouped.items())
+
+
+def _ordered(groups: Iterable[Rejections]) -> tuple[Rejections, ...]:
+    return tuple(sorted(groups, key=lambda group: (-len(group.nodes), group.reason)))
+
+
 @dataclass(frozen=True)
 class FilterOutcome:
     feasible: tuple[str, ...]  # in request order
-    rejected: tuple[Rejection, ...]
+    rejected: tuple[Rejections, ...]
 
 
 class NodeScore(NamedTuple):
-    """One feasible node's score (a tuple, like ``Rejection``: a Score call creates hundreds)."""
+    """One feasible node's score."""
 
     node: str
     score: float  # 0..100
-    breakdown: Mapping[str, float]  # points per component (fit, bandwidth, distance, gang); sum = score
+    breakdown: Mapping[str, float]  # points per component; they add up to the score
     landing_cells: tuple[int, ...]  # the NUMA id the pod is predicted to land in; () when it spans the node
 
 
 @dataclass(frozen=True)
 class ScoreOutcome:
     """The feasible nodes best first, as parallel columns: a Score call ranks hundreds of nodes, and the
-    servicer encodes straight from the columns (one ``NodeScore`` and dict per node cost ~2 us each)."""
+    servicer encodes straight from the columns."""
 
     nodes: tuple[str, ...]  # best first
     totals: Sequence[float]  # 0..100, per node
-    points: Mapping[str, Sequence[float]]  # component (fit, bandwidth, distance, gang) -> points per node
+    points: Mapping[str, Sequence[float]]  # component -> points per node; they add up to the totals
+    weights: Mapping[str, float]  # component -> its share of the 100 points
     landing_cells: Sequence[int]  # the NUMA id the pod is predicted to land in; -1 when it spans the node
-    rejected: tuple[Rejection, ...]
+    rejected: tuple[Rejections, ...]
 
     @property
     def scores(self) -> tuple[NodeScore, ...]:
@@ -144,7 +177,7 @@ class Placement:
 @dataclass(frozen=True)
 class ReserveOutcome:
     placement: Placement | None  # None when no candidate holds the pod
-    rejected: tuple[Rejection, ...]
+    rejected: tuple[Rejections, ...]
 
 
 @dataclass(frozen=True)
@@ -384,6 +417,7 @@ class PlacementEngine:
     leadership: Leadership | None = None  # None: a single replica, always the leader
     clock: Callable[[], float] = time.monotonic  # the reservations' clock: turns their expiry into a TTL
     _last_synced: float | None = field(default=None, init=False, repr=False)
+    _verdicts: _Verdicts | None = field(default=None, init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
 
     @classmethod
@@ -398,28 +432,35 @@ class PlacementEngine:
     def filter(self, spec: PodSpec, nodes: Sequence[str] = ()) -> FilterOutcome:
         pending = self._admit_request(spec)
         names = self._candidates(nodes)
+        demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
-            known, rows, rejected = self._split_known(names)
+            known, rows, unknown = self._split_known(names)
             # Filter needs no scores: the scoring pass is the Score call's work.
-            filtered = filter_nodes(self.index.arrays(), rows, demand_of(pending.pod), _intent(pending))
+            filtered = filter_nodes(self.index.arrays(), rows, demand, intent)
+            self._verdicts = _Verdicts.of(self.index, filtered, demand, intent)
             feasible = tuple(compress(known, filtered.feasible.tolist()))
-        return FilterOutcome(feasible=feasible, rejected=tuple(rejected + _rejections(known, filtered)))
+        return FilterOutcome(feasible=feasible, rejected=_ordered([*unknown, *_rejections(known, filtered)]))
 
     def score(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ScoreOutcome:
         pending = self._admit_request(spec)
         names = self._candidates(nodes)
+        demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
-            known, rows, rejected = self._split_known(names)
+            known, rows, unknown = self._split_known(names)
             arrays = self.index.arrays()
-            ranking = rank(arrays, rows, demand_of(pending.pod), intent=_intent(pending))
+            # A scheduler scores the nodes its Filter call just passed: their verdicts stand while nothing changed.
+            remembered = self._verdicts.recall(self.index, rows, demand, intent) if self._verdicts else None
+            ranking = (
+                rank(arrays, rows, demand, intent=intent)
+                if remembered is None
+                else rank_filtered(arrays, remembered, demand, intent=intent)
+            )
             scores = ranking.scores
             order = ranking.order
             # Vectorised per component, one list each: the servicer encodes from these columns.
             scale = 100.0 / sum(scores.weights.as_dict().values())
-            points = {
-                name: (weight * scale * scores.components[name][order]).tolist()
-                for name, weight in scores.weights.as_dict().items()
-            }
+            weights = {name: weight * scale for name, weight in scores.weights.as_dict().items()}
+            points = {name: (weight * scores.components[name][order]).tolist() for name, weight in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
             cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
@@ -428,8 +469,9 @@ class PlacementEngine:
             nodes=nodes,
             totals=scores.total[order].tolist(),
             points=points,
+            weights=weights,
             landing_cells=cells.tolist(),
-            rejected=tuple(rejected + _rejections(known, ranking.filtered)),
+            rejected=_ordered([*unknown, *_rejections(known, ranking.filtered)]),
         )
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ReserveOutcome:
@@ -437,7 +479,8 @@ class PlacementEngine:
         self._require_leader()
         names = self._candidates(nodes)
         with self.index.lock:
-            known, _, rejected = self._split_known(names)
+            known, _, unknown = self._split_known(names)
+            rejected = each_rejection(unknown)
             if self.gangs is not None:
                 # Backfill: single pods may not take nodes held for a gang that has waited too long.
                 open_nodes = set(self.gangs.open_to_backfill(known))
@@ -449,7 +492,7 @@ class PlacementEngine:
                 known = [node for node in known if node in open_nodes]
             decision = self.reservations.decide(_request(pending), known)
         rejected += [_rejection(node, reason) for node, reason in decision.reasons().items()]
-        return ReserveOutcome(placement=self._placement(decision), rejected=tuple(rejected))
+        return ReserveOutcome(placement=self._placement(decision), rejected=group_rejections(rejected))
 
     def unreserve(self, namespace: str, name: str) -> bool:
         if not name:
@@ -678,21 +721,22 @@ class PlacementEngine:
         """``nodes`` without duplicates, in order; every node when empty."""
         if len(nodes) > MAX_NODE_NAMES:
             raise InvalidRequest(f"{len(nodes)} node names, more than the {MAX_NODE_NAMES} accepted")
-        if "" in nodes:
+        if not nodes:
+            return sorted(self.index.node_names())
+        unique = dict.fromkeys(nodes)
+        if "" in unique:
             raise InvalidRequest("node names must not be empty")
-        return list(dict.fromkeys(nodes)) if nodes else sorted(self.index.node_names())
+        return list(unique)
 
-    def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejection]]:
-        """Known names with their index slots (call under the index lock), and a rejection per unknown name."""
+    def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejections]]:
+        """Known names with their index slots (call under the index lock), and the unknown names' rejection."""
         slots = self.index.slots_of(names)
         held = slots >= 0
         if held.all():
             return names, slots, []
         known = list(compress(names, held.tolist()))
-        unknown = [
-            Rejection(name, _UNKNOWN_NODE, RejectionKind.UNKNOWN_NODE) for name in compress(names, (~held).tolist())
-        ]
-        return known, slots[held], unknown
+        unknown = tuple(compress(names, (~held).tolist()))
+        return known, slots[held], [Rejections(_UNKNOWN_NODE, RejectionKind.UNKNOWN_NODE, unknown)]
 
     def _placement(self, decision: Decision) -> Placement | None:
         if decision.node is None:
@@ -720,14 +764,55 @@ def _request(pending: PendingPod) -> PodRequest:
     return PodRequest(namespace=pending.namespace, name=pending.name, pod=pending.pod, intent=pending.intent)
 
 
-def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejection]:
-    """A rejection per infeasible candidate; each distinct reason is classified once."""
-    kinds = {code: (message, rejection_kind(message)) for code, message in enumerate(filtered.messages, start=1)}
+def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejections]:
+    """The infeasible candidates, grouped by reason; each reason is classified once."""
     rejected = np.flatnonzero(~filtered.feasible)
-    return [
-        Rejection(known[position], *kinds[code])
-        for position, code in zip(rejected.tolist(), filtered.reason_codes[rejected].tolist(), strict=True)
-    ]
+    if not len(rejected):
+        return []
+    codes = filtered.reason_codes[rejected]
+    names = np.array(known, dtype=object)[rejected]
+    groups = []
+    for code in np.unique(codes).tolist():
+        message = filtered.messages[code - 1]
+        groups.append(Rejections(message, rejection_kind(message), tuple(names[codes == code].tolist())))
+    return groups
+
+
+@dataclass(frozen=True, eq=False)
+class _Verdicts:
+    """A Filter call's verdict per index slot, kept for the Score call on the same pod that follows it."""
+
+    changes: int  # ``ClusterIndex.changes`` when computed
+    demand: PodDemand
+    intent: PodIntent | None
+    codes: npt.NDArray[np.int16]  # per slot: -1 not asked, 0 feasible, else 1 + an index into ``messages``
+    messages: tuple[str, ...]
+    exact_rows: IntArray
+
+    @classmethod
+    def of(cls, index: ClusterIndex, filtered: FilterResult, demand: PodDemand, intent: PodIntent | None) -> _Verdicts:
+        codes = np.full(len(index.slot_names()), -1, dtype=np.int16)
+        codes[filtered.rows] = filtered.reason_codes
+        return cls(index.changes, demand, intent, codes, filtered.messages, filtered.exact_rows)
+
+    def recall(
+        self, index: ClusterIndex, rows: IntArray, demand: PodDemand, intent: PodIntent | None
+    ) -> FilterResult | None:
+        """The verdicts on ``rows`` when they still hold (same pod, same state, every row judged), else None."""
+        if index.changes != self.changes or demand != self.demand or intent != self.intent:
+            return None
+        if len(rows) and int(rows.max()) >= len(self.codes):
+            return None
+        codes = self.codes[rows]
+        if (codes < 0).any():
+            return None
+        return FilterResult(
+            rows=rows,
+            feasible=codes == 0,
+            reason_codes=codes,
+            messages=self.messages,
+            exact_rows=self.exact_rows[np.isin(self.exact_rows, rows)] if len(self.exact_rows) else self.exact_rows,
+        )
 
 
 def _rejection(node: str, reason: str) -> Rejection:

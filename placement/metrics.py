@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from placement.engine import PlacementEngine, Rejection
+from placement.engine import PlacementEngine, RejectionKind, Rejections
 
 # Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -50,9 +50,12 @@ class PlacementMetrics:
             registry=self.registry,
         ).set_function(lambda: float(len(engine.index)))
 
-    def count_rejections(self, rejected: Iterable[Rejection]) -> None:
+    def count_rejections(self, rejected: Iterable[Rejections]) -> None:
         # One increment per kind, not per node: a Filter over 1,000 nodes stays cheap.
-        for kind, count in Tally(r.kind for r in rejected).items():
+        tally: Tally[RejectionKind] = Tally()
+        for group in rejected:
+            tally[group.kind] += len(group.nodes)
+        for kind, count in tally.items():
             self.rejections.labels(kind.value).inc(count)
 
     def serve_http(self, address: str) -> None:

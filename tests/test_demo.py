@@ -242,8 +242,8 @@ def test_infeasible_pod_lists_a_reason_for_every_node(decided: tuple[PlacementEn
     result = results["infeasible"]
     assert not result.placed
     assert result.error is None
-    assert sorted(r.node for r in result.rejected) == sorted(n for n, _ in _fleet_names())
-    assert all(r.reason for r in result.rejected)
+    assert sorted(n for group in result.rejected for n in group.nodes) == sorted(n for n, _ in _fleet_names())
+    assert all(group.reason for group in result.rejected)
 
 
 def _fleet_names() -> list[tuple[str, str]]:

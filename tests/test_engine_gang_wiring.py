@@ -76,7 +76,7 @@ def test_single_pods_do_not_take_nodes_held_for_a_starving_gang() -> None:
     outcome = engine.reserve(_pod())
     assert outcome.placement is not None
     assert outcome.placement.node == "c"
-    held = {r.node: r.reason for r in outcome.rejected}
+    held = {node: group.reason for group in outcome.rejected for node in group.nodes}
     assert set(held) >= {"a", "b"}
     assert "held for a waiting pod group" in held["a"]
 

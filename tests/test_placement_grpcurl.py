@@ -99,7 +99,11 @@ def test_filter_from_grpcurl(running: RunningServer) -> None:
     assert json.loads(answer.stdout) == {
         "feasible_nodes": ["h100-b"],
         "rejected": [
-            {"node": "cpu-a", "reason": "insufficient nvidia.com/gpu", "kind": "REJECTION_KIND_INSUFFICIENT_RESOURCES"}
+            {
+                "reason": "insufficient nvidia.com/gpu",
+                "kind": "REJECTION_KIND_INSUFFICIENT_RESOURCES",
+                "nodes": ["cpu-a"],
+            }
         ],
     }
     bad = dict(request, pod=dict(request["pod"], annotations={"numa.scheduling.kubenexus.io/policy": "tight"}))

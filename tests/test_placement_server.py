@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import generate_latest
 
 from placement.api.v1 import placement_pb2 as pb
+from placement.core.scoring import ScoringWeights
 from placement.engine import FilterOutcome, PlacementEngine
 from placement.pod_spec import PodSpec
 from placement.server import SERVICE_NAME
@@ -81,21 +82,43 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
     gpu_pod = _pod(gpus=2)
     filtered = service.stub.Filter(pb.FilterRequest(pod=gpu_pod, node_names=[*NODES, "ghost"]))
     assert list(filtered.feasible_nodes) == ["h100-b", "l40s-c"]
-    reasons = {r.node: r for r in filtered.rejected}
+    reasons = {node: group for group in filtered.rejected for node in group.nodes}
     assert reasons["cpu-a"].kind == pb.REJECTION_KIND_INSUFFICIENT_RESOURCES
     assert reasons["cpu-a"].reason == "insufficient nvidia.com/gpu"
     assert reasons["ghost"].kind == pb.REJECTION_KIND_UNKNOWN_NODE
 
     scored = service.stub.Score(pb.ScoreRequest(pod=gpu_pod, node_names=NODES))
-    assert [s.node for s in scored.scores] == sorted(
-        (s.node for s in scored.scores), key=lambda n: -next(x.score for x in scored.scores if x.node == n)
-    )
-    for score in scored.scores:
-        parts = score.breakdown
-        assert score.score == pytest.approx(parts.fit + parts.bandwidth + parts.distance + parts.gang)
-        assert 0 <= score.score <= 100
-        assert len(score.numa_cells) == 1  # a 2-GPU pod lands in one cell on both GPU nodes
-    assert {r.node for r in scored.rejected} == {"cpu-a"}
+    assert sorted(scored.nodes) == ["h100-b", "l40s-c"]
+    assert list(scored.scores) == sorted(scored.scores, reverse=True)  # best first
+    components = {component.name: component for component in scored.breakdown}
+    assert set(components) == set(ScoringWeights().as_dict())
+    assert sum(component.weight for component in scored.breakdown) == pytest.approx(100.0)
+    for position, total in enumerate(scored.scores):
+        parts = [component.points[position] for component in scored.breakdown]
+        assert total == pytest.approx(sum(parts))
+        weights = [component.weight for component in scored.breakdown]
+        assert all(0 <= part <= weight + 1e-9 for part, weight in zip(parts, weights, strict=True))
+        assert 0 <= total <= 100
+    assert all(cell >= 0 for cell in scored.numa_cells)  # a 2-GPU pod lands in one cell on both GPU nodes
+    rejected = [(group.reason, list(group.nodes)) for group in scored.rejected]
+    assert rejected == [("insufficient nvidia.com/gpu", ["cpu-a"])]
+
+
+def test_score_after_filter_reuses_verdicts_only_while_nothing_changed(service: Service) -> None:
+    """Score trusts its pod's Filter verdicts at the same cluster state, and judges afresh after any change."""
+    pod = _pod("reuse", gpus=8, cpu="16", memory="64Gi")
+    assert list(service.stub.Filter(pb.FilterRequest(pod=pod, node_names=NODES)).feasible_nodes) == ["h100-b"]
+    assert list(service.stub.Score(pb.ScoreRequest(pod=pod, node_names=["h100-b"])).nodes) == ["h100-b"]
+    # Another pod takes the node's GPUs between this pod's Filter and Score: Score must see it.
+    assert service.stub.Filter(pb.FilterRequest(pod=pod, node_names=NODES)).feasible_nodes
+    taker = service.stub.Reserve(pb.ReserveRequest(pod=_pod("taker", gpus=8, cpu="16", memory="64Gi")))
+    assert taker.placement.node == "h100-b"
+    try:
+        rescored = service.stub.Score(pb.ScoreRequest(pod=pod, node_names=["h100-b"]))
+        assert list(rescored.nodes) == []
+        assert [list(group.nodes) for group in rescored.rejected] == [["h100-b"]]
+    finally:
+        service.stub.Unreserve(pb.UnreserveRequest(pod=pb.PodRef(namespace="ml", name="taker")))
 
 
 def test_empty_node_list_means_every_node(service: Service) -> None:
@@ -116,7 +139,7 @@ def test_reserve_then_unreserve_releases_the_gpus(service: Service) -> None:
     # The node's GPUs are held: a second 8-GPU pod has nowhere to go, and says why per node.
     again = service.stub.Reserve(pb.ReserveRequest(pod=_pod("second", gpus=8, cpu="16", memory="64Gi")))
     assert not again.reserved
-    assert {r.node for r in again.rejected} == set(NODES)
+    assert {node for group in again.rejected for node in group.nodes} == set(NODES)
     topology = service.stub.GetNodeTopology(pb.GetNodeTopologyRequest(node="h100-b"))
     assert all(g.busy for g in topology.gpus)
     assert [(p.pod.name, p.bound) for p in topology.pods] == [("trainer", False)]
@@ -342,7 +365,7 @@ def test_huge_lists(service: Service) -> None:
     many = [f"node-{i}" for i in range(50_000)] + list(NODES)
     answer = service.stub.Filter(pb.FilterRequest(pod=_pod(), node_names=many), timeout=30)
     assert sorted(answer.feasible_nodes) == sorted(NODES)
-    assert len(answer.rejected) == 50_000
+    assert [len(group.nodes) for group in answer.rejected] == [50_000]
     too_many = [f"n{i}" for i in range(100_001)]
     code, details = _code(lambda: service.stub.Filter(pb.FilterRequest(pod=_pod(), node_names=too_many), timeout=30))
     assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, "100001 node names, more than the 100000 accepted")
@@ -377,16 +400,20 @@ def test_deadline_exceeded_and_the_service_carries_on() -> None:
         request = pb.FilterRequest(pod=_pod(), node_names=NODES)
         code, _ = _code(lambda: running.stub.Filter(request, timeout=0.05))
         assert code == grpc.StatusCode.DEADLINE_EXCEEDED
-        # Calls queued behind slow ones (4 workers) whose deadline passes are dropped, not run.
+        # Calls queued behind a slow one whose deadline passes are dropped, not run.
         time.sleep(0.3)
         SlowEngine.started = 0
         futures = [running.stub.Filter.future(request, timeout=0.1) for _ in range(12)]
         assert all(f.exception() is not None for f in futures)
         time.sleep(0.3)
-        assert SlowEngine.started <= 4
+        assert SlowEngine.started <= 2
         assert running.stub.Filter(request, timeout=5).feasible_nodes
         samples = generate_latest(running.server.metrics.registry).decode()
-        assert 'kubenexus_placement_rpc_duration_seconds_count{code="CANCELLED",method="Filter"}' in samples
+        dropped = [
+            f'kubenexus_placement_rpc_duration_seconds_count{{code="{code}",method="Filter"}}' in samples
+            for code in ("CANCELLED", "DEADLINE_EXCEEDED")
+        ]
+        assert any(dropped), samples
     finally:
         running.close()
 

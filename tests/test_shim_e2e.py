@@ -99,10 +99,16 @@ def test_a_pod_with_an_invalid_policy_gets_an_event_and_stays_pending(cluster: t
     leader = replica(emulator, kubeconfig, "placement-0").start()
     try:
         bad = pod_object("bad", gpus=1, annotations={"numa.scheduling.kubenexus.io/policy": "tightest"})
-        create_pods(kubeconfig, [bad, pod_object("good", gpus=1)])
-        wait_until(lambda: emulator.events("bad") and len(emulator.bindings) == 1, what="the event and one binding")
+        huge = pod_object("huge", gpus=16)
+        create_pods(kubeconfig, [bad, pod_object("good", gpus=1), huge])
+        wait_until(
+            lambda: emulator.events("bad") and emulator.events("huge") and len(emulator.bindings) == 1,
+            what="the events and one binding",
+        )
     finally:
         leader.kill()
+    # No node holds it: kube-scheduler's message shape, a count per reason.
+    assert emulator.events("huge")[0]["message"] == "0/2 nodes are available: 2 insufficient nvidia.com/gpu."
     (event,) = emulator.events("bad")
     assert (event["type"], event["reason"]) == ("Warning", "FailedScheduling")
     assert "'tightest'" in event["message"]

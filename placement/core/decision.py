@@ -63,7 +63,20 @@ def rank(
 ) -> Ranking:
     """Filter ``rows`` and score the feasible ones; ``gang`` is aligned with ``rows``."""
     filtered = filter_nodes(arrays, rows, demand, intent)
-    feasible = rows[filtered.feasible]
+    return rank_filtered(arrays, filtered, demand, intent=intent, weights=weights, gang=gang)
+
+
+def rank_filtered(
+    arrays: NodeArrays,
+    filtered: FilterResult,
+    demand: PodDemand,
+    *,
+    intent: PodIntent | None = None,
+    weights: ScoringWeights | None = None,
+    gang: FloatArray | None = None,
+) -> Ranking:
+    """``rank`` for rows already filtered (``filtered.rows``), e.g. by a Filter call on the same state."""
+    feasible = filtered.rows[filtered.feasible]
     scores = score_nodes(
         arrays,
         feasible,

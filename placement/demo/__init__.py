@@ -27,7 +27,7 @@ from placement.core.feasibility import demand_of
 from placement.core.intent import POLICY_KEY
 from placement.core.podgroup import MIN_AVAILABLE_KEY
 from placement.core.podgroup import NAME_KEY as GROUP_NAME_KEY
-from placement.engine import GangOutcome, GangSpec, GangState, Placement, PlacementEngine, Rejection
+from placement.engine import GangOutcome, GangSpec, GangState, Placement, PlacementEngine, Rejections
 from placement.errors import InvalidRequest, PlacementError
 from placement.pod_spec import ContainerSpec, PodSpec, validate_pod
 from placement.state.cluster_index import ClusterIndex
@@ -118,7 +118,7 @@ class Result:
 
     workload: Workload
     placements: tuple[Placement, ...] = ()
-    rejected: tuple[Rejection, ...] = ()  # single pods: why each other candidate was not chosen
+    rejected: tuple[Rejections, ...] = ()  # single pods: why each other candidate was not chosen
     gang: GangOutcome | None = None
     error: str | None = None  # the request was refused before any placement (InvalidRequest)
     candidates: int = 0
@@ -366,14 +366,11 @@ def _gpus(result: Result, placement: Placement) -> str:
     return f"{ids} on NUMA {where}, links {link_summary(result.links.get(placement.node, {}), placement.gpus)}"
 
 
-def rejection_summary(rejected: Sequence[Rejection], limit: int = _TOP_REASONS) -> list[str]:
+def rejection_summary(rejected: Sequence[Rejections], limit: int = _TOP_REASONS) -> list[str]:
     """The most common reasons first, each with its node count and a few example nodes."""
-    by_reason: dict[str, list[str]] = {}
-    for rejection in rejected:
-        by_reason.setdefault(rejection.reason, []).append(rejection.node)
-    ordered = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
+    ordered = sorted(rejected, key=lambda group: (-len(group.nodes), group.reason))
     lines = []
-    for reason, nodes in ordered[:limit]:
+    for reason, _, nodes in ordered[:limit]:
         examples = ", ".join(sorted(nodes)[:_EXAMPLE_NODES]) + (", ..." if len(nodes) > _EXAMPLE_NODES else "")
         lines.append(f"{len(nodes):>2} x {reason}  [{examples}]")
     if len(ordered) > limit:
@@ -431,10 +428,10 @@ def _print_gang(result: Result, out: TextIO) -> None:
     _print_rejections(result.rejected, out)
 
 
-def _print_rejections(rejected: Sequence[Rejection], out: TextIO) -> None:
+def _print_rejections(rejected: Sequence[Rejections], out: TextIO) -> None:
     if not rejected:
         return
-    print(f"    rejected {len({r.node for r in rejected})} node(s), top reasons:", file=out)
+    print(f"    rejected {sum(len(group.nodes) for group in rejected)} node(s), top reasons:", file=out)
     for line in rejection_summary(rejected):
         print(f"      {line}", file=out)
 

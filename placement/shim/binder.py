@@ -412,8 +412,9 @@ def _restored(pod: Json) -> Assignment:
     )
 
 
-def _no_node_message(rejected: Sequence[pb.NodeRejection]) -> str:
-    """kube-scheduler's shape: "0/3 nodes are available: node-a: reason; ...", capped for the Event."""
-    reasons = "; ".join(f"{r.node}: {r.reason}" for r in rejected[:5])
-    more = f"; and {len(rejected) - 5} more" if len(rejected) > 5 else ""
-    return f"0/{len(rejected)} nodes are available: {reasons}{more}"
+def _no_node_message(rejected: Sequence[pb.Rejections]) -> str:
+    """kube-scheduler's shape: "0/3 nodes are available: 2 reason; 1 other reason.", capped for the Event."""
+    total = sum(len(group.nodes) for group in rejected)
+    reasons = "; ".join(f"{len(group.nodes)} {group.reason}" for group in rejected[:5])
+    more = f"; and {len(rejected) - 5} more reason(s)" if len(rejected) > 5 else ""
+    return f"0/{total} nodes are available: {reasons}{more}."

@@ -94,8 +94,9 @@ class Extender:
             }
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
-        for rejection in answer.rejected:
-            (unresolvable if rejection.kind in _UNRESOLVABLE else failed)[rejection.node] = rejection.reason
+        for group in answer.rejected:
+            target = unresolvable if group.kind in _UNRESOLVABLE else failed
+            target.update(dict.fromkeys(group.nodes, group.reason))
         return {
             "Nodes": None,
             "NodeNames": list(answer.feasible_nodes),
@@ -111,7 +112,7 @@ class Extender:
         except ServiceError as error:
             # HostPriorityList has no error field: a non-200 makes kube-scheduler report the failure.
             raise RuntimeError(str(error)) from None
-        scores = {s.node: s.score for s in answer.scores}
+        scores = dict(zip(answer.nodes, answer.scores, strict=True))
         return [{"Host": name, "Score": scaled_score(scores.get(name, 0.0))} for name in names]
 
     def bind(self, args: Json) -> Json:
@@ -127,7 +128,7 @@ class Extender:
         except ServiceError as error:
             return {"Error": str(error)}
         if not answer.reserved:
-            reasons = "; ".join(r.reason for r in answer.rejected if r.node == node) or "no longer fits"
+            reasons = "; ".join(g.reason for g in answer.rejected if node in g.nodes) or "no longer fits"
             return {"Error": f"node {node} cannot hold pod {namespace}/{name}: {reasons}"}
         placement = answer.placement
         annotations = {

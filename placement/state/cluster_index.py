@@ -88,6 +88,8 @@ class ClusterIndex:
 
     def __init__(self, *, initial_capacity: int = 64) -> None:
         self.lock = threading.RLock()
+        # Bumped by every change to nodes or pods: a verdict computed at one count holds while it stands.
+        self.changes = 0
         self._resources: list[str] = list(_BASE_RESOURCES)
         self._capacity = 0
         self._nodes: dict[str, _Node] = {}
@@ -204,6 +206,7 @@ class ClusterIndex:
     def upsert_topology(self, name: str, topology: NodeTopology) -> None:
         """The latest report for ``name``, from either mode: replaces the node's totals and availability."""
         with self.lock:
+            self.changes += 1
             node = self._nodes.get(name)
             if node is None:
                 if not self._free_slots:
@@ -218,6 +221,7 @@ class ClusterIndex:
 
     def remove_node(self, name: str) -> None:
         with self.lock:
+            self.changes += 1
             node = self._nodes.pop(name, None)
             if node is None:
                 return
@@ -323,6 +327,7 @@ class ClusterIndex:
 
     def _put_pod(self, usage: PodUsage, *, bound: bool) -> None:
         with self.lock:
+            self.changes += 1
             previous = self._pod_nodes.get(usage.key)
             entry: _PodEntry | None = None
             if previous is not None:
@@ -353,6 +358,7 @@ class ClusterIndex:
     def remove_pod(self, namespace: str, name: str) -> PodUsage | None:
         """Pod deleted, finished, or reservation released; returns what it held."""
         with self.lock:
+            self.changes += 1
             node_name = self._pod_nodes.pop((namespace, name), None)
             node = self._nodes.get(node_name) if node_name is not None else None
             if node is None:

@@ -333,6 +333,36 @@ class NodeRejection(_message.Message):
 Global___NodeRejection: _TypeAlias = NodeRejection  # noqa: Y015
 
 @_typing.final
+class Rejections(_message.Message):
+    """The candidates rejected for one reason. Hundreds of nodes fail for a handful of reasons, so answers
+    group them: one entry per reason, the most common first, nodes in request order.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    kind: Global___RejectionKind.ValueType
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        kind: Global___RejectionKind.ValueType = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "nodes", b"nodes", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Rejections: _TypeAlias = Rejections  # noqa: Y015
+
+@_typing.final
 class FilterRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -372,12 +402,12 @@ class FilterResponse(_message.Message):
         """in request order"""
 
     @_builtins.property
-    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRejection]: ...
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rejections]: ...
     def __init__(
         self,
         *,
         feasible_nodes: _abc.Iterable[_builtins.str] | None = ...,
-        rejected: _abc.Iterable[Global___NodeRejection] | None = ...,
+        rejected: _abc.Iterable[Global___Rejections] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -417,93 +447,79 @@ class ScoreRequest(_message.Message):
 Global___ScoreRequest: _TypeAlias = ScoreRequest  # noqa: Y015
 
 @_typing.final
-class ScoreBreakdown(_message.Message):
-    """Points per component; they add up to the score. Weights: fit 40, bandwidth 25, distance 20, gang 15."""
+class ScoreComponent(_message.Message):
+    """One score component's points for every scored node, aligned with `ScoreResponse.nodes`.
+    Components (docs/placement.md, "Scoring"): fit, fragmentation, bandwidth, distance, gang.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    FIT_FIELD_NUMBER: _builtins.int
-    BANDWIDTH_FIELD_NUMBER: _builtins.int
-    DISTANCE_FIELD_NUMBER: _builtins.int
-    GANG_FIELD_NUMBER: _builtins.int
-    fit: _builtins.float
-    """how well used the landing NUMA cell is left"""
-    bandwidth: _builtins.float
-    """HMAT local read bandwidth of the landing cell, relative to the best candidate"""
-    distance: _builtins.float
-    """SLIT distance over the cells the pod spans"""
-    gang: _builtins.float
-    """affinity to the rest of the pod's group"""
+    NAME_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    POINTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    weight: _builtins.float
+    """the most points the component can give (the weights add up to 100)"""
+    @_builtins.property
+    def points(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """per node"""
+
     def __init__(
         self,
         *,
-        fit: _builtins.float = ...,
-        bandwidth: _builtins.float = ...,
-        distance: _builtins.float = ...,
-        gang: _builtins.float = ...,
+        name: _builtins.str = ...,
+        weight: _builtins.float = ...,
+        points: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bandwidth", b"bandwidth", "distance", b"distance", "fit", b"fit", "gang", b"gang"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "points", b"points", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ScoreBreakdown: _TypeAlias = ScoreBreakdown  # noqa: Y015
-
-@_typing.final
-class NodeScore(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    NODE_FIELD_NUMBER: _builtins.int
-    SCORE_FIELD_NUMBER: _builtins.int
-    BREAKDOWN_FIELD_NUMBER: _builtins.int
-    NUMA_CELLS_FIELD_NUMBER: _builtins.int
-    node: _builtins.str
-    score: _builtins.float
-    """0..100"""
-    @_builtins.property
-    def breakdown(self) -> Global___ScoreBreakdown: ...
-    @_builtins.property
-    def numa_cells(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The NUMA cell the pod is predicted to land in; empty when it spans the node."""
-
-    def __init__(
-        self,
-        *,
-        node: _builtins.str = ...,
-        score: _builtins.float = ...,
-        breakdown: Global___ScoreBreakdown | None = ...,
-        numa_cells: _abc.Iterable[_builtins.int] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown", "node", b"node", "numa_cells", b"numa_cells", "score", b"score"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___NodeScore: _TypeAlias = NodeScore  # noqa: Y015
+Global___ScoreComponent: _TypeAlias = ScoreComponent  # noqa: Y015
 
 @_typing.final
 class ScoreResponse(_message.Message):
+    """Columns aligned by position: nodes[i] scored scores[i], lands in numa_cells[i], and got
+    breakdown[c].points[i] from each component c (they add up to scores[i]).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
+    NODES_FIELD_NUMBER: _builtins.int
     SCORES_FIELD_NUMBER: _builtins.int
+    NUMA_CELLS_FIELD_NUMBER: _builtins.int
+    BREAKDOWN_FIELD_NUMBER: _builtins.int
     REJECTED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeScore]:
-        """best first"""
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the feasible candidates, best first"""
 
     @_builtins.property
-    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRejection]: ...
+    def scores(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """0..100"""
+
+    @_builtins.property
+    def numa_cells(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The NUMA cell the pod is predicted to land in on each node; -1 when it spans the node."""
+
+    @_builtins.property
+    def breakdown(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScoreComponent]: ...
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rejections]: ...
     def __init__(
         self,
         *,
-        scores: _abc.Iterable[Global___NodeScore] | None = ...,
-        rejected: _abc.Iterable[Global___NodeRejection] | None = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
+        scores: _abc.Iterable[_builtins.float] | None = ...,
+        numa_cells: _abc.Iterable[_builtins.int] | None = ...,
+        breakdown: _abc.Iterable[Global___ScoreComponent] | None = ...,
+        rejected: _abc.Iterable[Global___Rejections] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["rejected", b"rejected", "scores", b"scores"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown", "nodes", b"nodes", "numa_cells", b"numa_cells", "rejected", b"rejected", "scores", b"scores"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -547,6 +563,26 @@ class PodPlacement(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
+    class BreakdownEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
     class AnnotationsEntry(_message.Message):
         DESCRIPTOR: _descriptor.Descriptor
 
@@ -588,7 +624,9 @@ class PodPlacement(_message.Message):
         """GPU indices (nvidia-smi order); empty when no GPU is asked for"""
 
     @_builtins.property
-    def breakdown(self) -> Global___ScoreBreakdown: ...
+    def breakdown(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """points per score component; they add up to `score`"""
+
     @_builtins.property
     def annotations(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Annotations the binder writes on the pod so that every replica rebuilds the placement."""
@@ -601,11 +639,11 @@ class PodPlacement(_message.Message):
         gpu_ids: _abc.Iterable[_builtins.int] | None = ...,
         pinned: _builtins.bool = ...,
         score: _builtins.float = ...,
-        breakdown: Global___ScoreBreakdown | None = ...,
+        breakdown: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         reservation_ttl_seconds: _builtins.float = ...,
         annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "breakdown", b"breakdown", "gpu_ids", b"gpu_ids", "node", b"node", "numa_cells", b"numa_cells", "pinned", b"pinned", "reservation_ttl_seconds", b"reservation_ttl_seconds", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -626,7 +664,7 @@ class ReserveResponse(_message.Message):
         """set when reserved"""
 
     @_builtins.property
-    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRejection]:
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rejections]:
         """why each other candidate was not chosen"""
 
     def __init__(
@@ -634,7 +672,7 @@ class ReserveResponse(_message.Message):
         *,
         reserved: _builtins.bool = ...,
         placement: Global___PodPlacement | None = ...,
-        rejected: _abc.Iterable[Global___NodeRejection] | None = ...,
+        rejected: _abc.Iterable[Global___Rejections] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["placement", b"placement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
