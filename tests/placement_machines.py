@@ -75,21 +75,20 @@ def cpu_node(
     )
 
 
-def _inline_nvswitch() -> NodeTopology:
+def inline_nvswitch() -> NodeTopology:
+    """The p5.48xlarge capture's facts: 192 CPUs on 2 sockets (hyperthreads 96 apart), GPUs 0-3 on socket 0."""
+    affinity = (
+        (*range(0, 48), *range(96, 144)),
+        (*range(48, 96), *range(144, 192)),
+    )
     gpus = tuple(
-        Gpu(
-            index=i,
-            pci_bus_id=f"nvidia-smi:GPU{i}",
-            numa_node=i // 4,
-            cpu_affinity=tuple(range((i // 4) * 48, (i // 4 + 1) * 48)),
-        )
-        for i in range(8)
+        Gpu(index=i, pci_bus_id=f"nvidia-smi:GPU{i}", numa_node=i // 4, cpu_affinity=affinity[i // 4]) for i in range(8)
     )
     links = tuple(DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.NVLINK, 18) for a in range(8) for b in range(a + 1, 8))
-    cells = tuple(NumaCell(id=i, cpus=tuple(range(i * 48, (i + 1) * 48)), memory_bytes=None) for i in range(2))
-    online = tuple(range(96))
+    cells = tuple(NumaCell(id=i, cpus=affinity[i], memory_bytes=None) for i in range(2))
+    online = tuple(range(192))
     return NodeTopology(
-        machine=Machine(None, None, None, None, 96, online, ()), numa_cells=cells, gpus=gpus, links=links
+        machine=Machine(None, None, None, None, 192, online, ()), numa_cells=cells, gpus=gpus, links=links
     )
 
 
@@ -108,7 +107,7 @@ def _with_host(topology: NodeTopology, memory: int, settings: KubeletSettings, b
 
 def nvswitch_node(*, cells: int = 2, settings: KubeletSettings | None = None) -> NodeTopology:
     """8x H100 behind NVSwitches (p5.48xlarge capture), with its 2 NUMA cells split into ``cells``."""
-    base = _capture(P5_CAPTURE) or _inline_nvswitch()
+    base = _capture(P5_CAPTURE) or inline_nvswitch()
     if cells != len(base.numa_cells):
         per_gpu = 8 // cells
         online = sorted(base.machine.online_cpus)

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.topology.model import NodeTopology, PathKind
+from agent.topology.topo_matrix import parse_topo_matrix
 from placement.core.feasibility import (
     CPU,
     MAX_NUMA,
@@ -35,6 +37,8 @@ from placement.core.topology_manager import (
     TopologyScope,
     admit,
 )
+from tests.conftest import require_shared
+from tests.placement_machines import P5_CAPTURE, inline_nvswitch
 
 GPU = "nvidia.com/gpu"
 HUGE = "hugepages-1Gi"
@@ -253,3 +257,16 @@ def test_too_many_numa_nodes_for_the_topology_manager() -> None:
     assert "more than 8 NUMA nodes" in result.reason(0)
     arrays.policy[0] = PolicyCode.NONE
     assert filter_nodes(arrays, np.array([0]), demand_of(_pod(1))).feasible[0]
+
+
+def test_inline_nvswitch_node_matches_the_p5_capture() -> None:
+    """The stand-in used when ../shared is absent has the capture's CPUs, cells and links."""
+    capture = parse_topo_matrix(require_shared(P5_CAPTURE).read_text())
+    inline = inline_nvswitch()
+    assert [(g.numa_node, g.cpu_affinity) for g in inline.gpus] == [(g.numa_node, g.cpu_affinity) for g in capture.gpus]
+    assert [c.cpus for c in inline.numa_cells] == [c.cpus for c in capture.numa_cells]
+    assert inline.machine.online_cpus == capture.machine.online_cpus
+    def links(topology: NodeTopology) -> set[tuple[str, str, PathKind, int]]:
+        return {(k.a, k.b, k.path, k.nvlinks) for k in topology.links}
+
+    assert links(inline) == links(capture)
