@@ -32,7 +32,7 @@ def test_breakdown_adds_up_to_the_total() -> None:
     scores = score_nodes(index.arrays(), index.slots(), demand_of(CPU_POD))
     for position in range(len(scores.rows)):
         breakdown = scores.breakdown(position)
-        assert set(breakdown) == {"fit", "bandwidth", "distance", "gang"}
+        assert set(breakdown) == {"fit", "bandwidth", "distance", "gang", "fragmentation"}
         assert sum(breakdown.values()) == pytest.approx(scores.total[position])
 
 
@@ -40,7 +40,7 @@ def test_weights_change_the_total() -> None:
     index = _index()
     rows = index.slots()
     default = score_nodes(index.arrays(), rows, demand_of(CPU_POD))
-    only_fit = score_nodes(index.arrays(), rows, demand_of(CPU_POD), weights=ScoringWeights(1, 0, 0, 0))
+    only_fit = score_nodes(index.arrays(), rows, demand_of(CPU_POD), weights=ScoringWeights(1, 0, 0, 0, 0))
     assert only_fit.total == pytest.approx(100 * default.components["fit"])
     assert not np.allclose(only_fit.total, default.total)
     with pytest.raises(ValueError, match="non-negative"):
@@ -55,5 +55,14 @@ def test_spanning_pods_lose_on_distance_and_gang_counts() -> None:
     # 6 CPUs fit one 32-CPU cell of "cpu" but need both 4-CPU cells of "wide": SLIT 10/21 average.
     assert scores.landing_cell.tolist() == [0, -1]
     assert scores.components["distance"].tolist() == pytest.approx([1.0, 10 / 15.5])
-    assert scores.breakdown(1)["gang"] == pytest.approx(15.0)
+    weights = ScoringWeights().as_dict()
+    assert scores.breakdown(1)["gang"] == pytest.approx(100 * weights["gang"] / sum(weights.values()))
     assert scores.breakdown(0)["gang"] == 0.0
+
+
+def test_fit_packs_cpu_nodes_and_leaves_gpu_nodes_to_fragmentation() -> None:
+    index = _index()
+    scores = score_nodes(index.arrays(), index.slots(["cpu", "gpu"]), demand_of(CPU_POD))
+    # "cpu": 8 of 32 CPUs and 32 of 256 GiB in cell 0; "gpu": neutral, its CPUs are the GPU pods' to weigh.
+    assert scores.components["fit"].tolist() == pytest.approx([fit_curve(np.array([(8 / 32 + 32 / 256) / 2]))[0], 0.5])
+    assert scores.components["fragmentation"][0] == 0.5  # no GPU on "cpu": nothing to fragment

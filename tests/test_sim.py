@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.core.feasibility import GPU_SHARE, demand_of
+from placement.core.feasibility import GPU_MILLI, GPU_SHARE, demand_of
+from placement.core.fragmentation import PodShape
 from placement.core.topology_manager import TOPOLOGY_AFFINITY_ERROR
 from placement.sim.cli import main
 from placement.sim.cluster import OvercommitError, SimCluster, kubelet_pod
@@ -72,9 +73,9 @@ def test_topology_blind_scheduler_counts_every_kubelet_rejection() -> None:
 def test_ours_never_sends_a_pod_the_kubelet_rejects() -> None:
     nodes = [_eight_gpu("single-numa-node"), _eight_gpu("restricted")]
     cluster = SimCluster(nodes)
-    policy = Ours(cluster, gangs=False)
-    result = RunResult(policy="ours", seed=0)
     pods = [_pod(f"p{i}", cpu=8000, gpus=8, guaranteed=False) for i in range(3)]
+    policy = Ours(cluster, gangs=False, workload=pods)
+    result = RunResult(policy="ours", seed=0)
     placed = [_place_group(cluster, policy, [pod], result, number=n) for n, pod in enumerate(pods)]
     assert result.affinity_errors == 0
     assert result.other_rejections == 0
@@ -89,9 +90,9 @@ def test_ours_never_sends_a_pod_the_kubelet_rejects() -> None:
 def test_fractional_gpus_share_one_gpu_up_to_its_capacity() -> None:
     node = TraceNode(_name_with("none"), 16_000, 65_536, 2, "T4")
     cluster = SimCluster([node])
-    policy = Ours(cluster, gangs=False)
-    result = RunResult(policy="ours", seed=0)
     shares = [600, 500, 400, 300, 200]
+    policy = Ours(cluster, gangs=False, workload=[_pod(f"s{m}", cpu=1000, gpus=1, milli=m) for m in shares])
+    result = RunResult(policy="ours", seed=0)
     placed = [
         _place_group(cluster, policy, [_pod(f"s{m}", cpu=1000, gpus=1, milli=m)], result, number=10 + n)[0]
         for n, m in enumerate(shares)
@@ -150,6 +151,26 @@ def test_index_accounts_a_shared_gpu_once_for_whole_gpu_requests() -> None:
     index.upsert_pod(PodUsage("ns", "c", "n", demand_of(kubelet_pod(_pod("c", gpus=1))), gpus=(0,)))
     assert index.gpu_share_left(slot) == {1: 400}
     assert index.arrays().node_free[milli, slot] == 400
+
+
+def test_ours_is_given_the_trace_workload_or_learns_it() -> None:
+    cluster = SimCluster([_eight_gpu("restricted")])
+    pods = [_pod("a", gpus=8), _pod("b", gpus=1)]
+    given = make_policy("ours", cluster, random.Random(0), pods)
+    learning = make_policy(
+        "ours", SimCluster([_eight_gpu("restricted")]), random.Random(0), pods, learned_workload=True
+    )
+    assert isinstance(given, Ours)
+    assert isinstance(learning, Ours)
+    assert dict(given.index.workload.target().shapes) == {
+        PodShape(4000, GPU_MILLI, 8): 0.5,
+        PodShape(4000, GPU_MILLI, 1): 0.5,
+    }
+    for policy in (given, learning):
+        assert policy.choose("p0", pods[1]) is not None
+    assert given.index.workload.observed == 0  # a given workload does not move
+    assert learning.index.workload.observed == 1
+    assert PodShape(4000, GPU_MILLI, 1) in dict(learning.index.workload.target().shapes)
 
 
 def test_apply_refuses_what_the_node_does_not_hold() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.core.feasibility import (
+    CPU,
     GPU_SHARE,
     FilterResult,
     FloatArray,
@@ -25,7 +26,8 @@ from placement.core.feasibility import (
     node_resources,
     pod_of,
 )
-from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set, choose_shared_gpu
+from placement.core.fragmentation import least_fragmenting_gpu
+from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.scoring import Scores, ScoringWeights, score_nodes
 from placement.core.topology_manager import admit
@@ -141,12 +143,16 @@ def plan_on_node(
     share = int(dict(demand.device_requests).get(GPU_SHARE, 0))
     if share and gpu_table is not None:
         left = dict(gpu_share_left or {})
-        if pinned:
-            # The kubelet pins the share to these cells (their summed thousandths fit); a GPU elsewhere
-            # would break that alignment, and none inside holding it means the allocation fails here.
-            numa = dict(zip(gpu_table.gpus, gpu_table.numa_nodes, strict=True))
-            left = {index: amount for index, amount in left.items() if numa.get(index) in cells}
-        shared = choose_shared_gpu(left, share)
+        numa = dict(zip(gpu_table.gpus, gpu_table.numa_nodes, strict=True))
+        in_cells = {index for index in left if numa.get(index) in cells}
+        cpu = arrays.column(CPU)
+        cpu_left = (arrays.node_free[cpu, row] if cpu is not None else 0.0) - dict(demand.node_requests).get(CPU, 0.0)
+        # The kubelet pins the share to ``cells`` (their summed thousandths fit): a GPU elsewhere would break
+        # that alignment, and none inside holding it means the allocation fails here. Where it pins nothing,
+        # ``cells`` is where the CPUs are predicted to land: a GPU there keeps the pod aligned all the same.
+        shared = least_fragmenting_gpu(arrays.workload, cpu_left, left, in_cells, share)
+        if shared is None and not pinned:
+            shared = least_fragmenting_gpu(arrays.workload, cpu_left, left, left, share)
         if shared is None:
             return f"no GPU {'in NUMA cells ' + str(list(cells)) + ' ' if pinned else ''}has {share} thousandths left"
         gpus = (shared,)

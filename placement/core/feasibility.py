@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +63,9 @@ from placement.core.topology_manager.providers import (
     memory_requests,
     pod_level_request,
 )
+
+if TYPE_CHECKING:
+    from placement.core.fragmentation import TargetWorkload
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -145,6 +149,10 @@ class NodeArrays:
     # [N] the most thousandths left on any one GPU (GPU_MILLI on a free GPU): a share must fit on ONE GPU,
     # which the node's summed GPU_SHARE cannot tell. None where the caller tracks no sharing.
     gpu_share_free: FloatArray | None = None
+    # [N, G] thousandths left on each of the node's GPUs (0 past its GPUs, and for a GPU taken or unhealthy),
+    # and the workload the fragmentation score measures against; scoring only.
+    gpu_left: npt.NDArray[np.int16] | None = None
+    workload: TargetWorkload | None = None
 
     def column(self, resource: str) -> int | None:
         try:

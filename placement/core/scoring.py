@@ -1,12 +1,16 @@
 """Node scores for a pod, vectorised over the feasible nodes, each one explainable component by component.
 
-Four components, each in [0, 1], weighted (``ScoringWeights``, default the seed design's 40/25/20/15) and
-scaled so that the total is in [0, 100]:
+Five components, each in [0, 1], weighted (``ScoringWeights``: fragmentation 0.95, the others the seed
+design's 40/25/20/15 in the remaining 0.05) and scaled so that the total is in [0, 100]:
 
+* fragmentation: how much the placement lowers the node's expected GPU fragmentation against the target
+  workload (``fragmentation.fragmentation_component``, FGD's measure); 0.5 where it does not change it,
+  which is everywhere on nodes without GPUs.
 * fit: how well used the pod leaves the NUMA cell it lands in (``fit_curve``). The pod is predicted to
   land in the best allowed cell that holds all it asks for; when no single cell does, it spans the node
   and the node's utilisation after placement is scored instead. Utilisation is the mean, over the
-  resources the pod asks for, of (used + request) / total.
+  resources the pod asks for, of (used + request) / total. 0.5 (neutral) on a node with GPUs, where
+  packing is the fragmentation component's measure; the landing cell is chosen the same way everywhere.
 * bandwidth: the landing cell's HMAT local read bandwidth relative to the best cell among the candidates;
   the mean over the node's cells when the pod spans; 0.5 (neutral) when the host did not publish it.
 * distance: 10 / the average SLIT distance over the cells the pod spans (every ordered pair, self
@@ -24,24 +28,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.topology.nrt import GPU_RESOURCE
 from placement.core.feasibility import FloatArray, IntArray, NodeArrays, PodDemand, allowed_cells, cell_requests
+from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent
 
 SWEET_SPOT = 0.85  # a cell left 85% used scores best: well packed, with headroom for what runs there
 FULL_CELL_SCORE = 0.5  # a cell filled to the brim: packed, but no headroom left at all
 NEUTRAL = 0.5
 LOCAL_DISTANCE = 10.0  # the SLIT distance of a cell to itself
-COMPONENTS = ("fit", "bandwidth", "distance", "gang")
+COMPONENTS = ("fit", "bandwidth", "distance", "gang", "fragmentation")
 
 
 @dataclass(frozen=True)
 class ScoringWeights:
-    """Relative weights; the total score is normalised by their sum."""
+    """Relative weights; the total score is normalised by their sum.
 
-    fit: float = 0.40
-    bandwidth: float = 0.25
-    distance: float = 0.20
-    gang: float = 0.15
+    Fragmentation dominates: a GPU pod goes where it breaks up the least of what the workload needs, and
+    the other components (in the seed design's 40/25/20/15 proportions) order what it leaves equal, which
+    is everything for a pod on nodes without GPUs.
+    """
+
+    fit: float = 0.02
+    bandwidth: float = 0.0125
+    distance: float = 0.01
+    gang: float = 0.0075
+    fragmentation: float = 0.95
 
     def __post_init__(self) -> None:
         values = self.as_dict()
@@ -49,7 +61,13 @@ class ScoringWeights:
             raise ValueError(f"scoring weights must be finite, non-negative and not all zero: {values}")
 
     def as_dict(self) -> dict[str, float]:
-        return {"fit": self.fit, "bandwidth": self.bandwidth, "distance": self.distance, "gang": self.gang}
+        return {
+            "fit": self.fit,
+            "bandwidth": self.bandwidth,
+            "distance": self.distance,
+            "gang": self.gang,
+            "fragmentation": self.fragmentation,
+        }
 
 
 def fit_curve(utilisation: FloatArray) -> FloatArray:
@@ -119,6 +137,12 @@ def score_nodes(
     everywhere = np.arange(count)
     single = fits[everywhere, landing]
     fit = np.where(single, cell_fit[everywhere, landing], fit_curve(node_used / divisor))
+    gpus = arrays.column(GPU_RESOURCE)
+    if gpus is not None:
+        # On a node with GPUs, packing is the fragmentation component's measure: it weighs the CPUs and
+        # GPUs a placement takes against what the workload's pods need there. Ordering its ties by cell
+        # utilisation instead (which wants headroom left) strands more GPUs than the lower slot does.
+        fit = np.where(arrays.node_allocatable[gpus][rows] > 0, NEUTRAL, fit)
 
     bandwidth = arrays.bandwidth[rows]
     best = float(bandwidth.max()) if bandwidth.size else 0.0
@@ -140,6 +164,7 @@ def score_nodes(
         "bandwidth": bandwidth_score,
         "distance": np.clip(distance_score, 0.0, 1.0),
         "gang": gang_score,
+        "fragmentation": fragmentation_component(arrays, rows, demand),
     }
     weight_map = weights.as_dict()
     scale = 100.0 / sum(weight_map.values())

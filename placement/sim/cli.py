@@ -109,6 +109,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the FGD paper's setting: no kubelet Topology Manager policy, no pod NUMA intents",
     )
+    parser.add_argument(
+        "--learned-workload",
+        action="store_true",
+        help="ours measures fragmentation against the workload it learns from the pods it places (from the "
+        "service's default), not the trace's shapes",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="runs (policy x seed) in parallel processes")
     parser.add_argument("--out", type=Path, default=Path("sim-results"), help="folder for CSV, JSON and plots")
     parser.add_argument("--no-plots", action="store_true", help="skip the plots even when matplotlib is installed")
@@ -129,7 +135,15 @@ def run_simulate(args: argparse.Namespace) -> int:
     except (OSError, TraceError) as error:
         print(f"simulate: cannot read the trace: {error}", file=sys.stderr)
         return 1
-    runs = compare(nodes, pods, policies, seeds=args.seeds, numa=not args.no_numa, jobs=args.jobs)
+    runs = compare(
+        nodes,
+        pods,
+        policies,
+        seeds=args.seeds,
+        numa=not args.no_numa,
+        jobs=args.jobs,
+        learned_workload=args.learned_workload,
+    )
     write_results(runs, args.out, plots=not args.no_plots)
     print(format_table([median_summary(runs[p]) for p in policies]))
     print(f"results in {args.out}", file=sys.stderr)
@@ -144,6 +158,7 @@ def compare(
     seeds: int,
     numa: bool,
     jobs: int = 1,
+    learned_workload: bool = False,
 ) -> dict[str, list[RunResult]]:
     """Every policy on every seed, with a progress bar on stderr; ``jobs`` > 1 runs them in processes."""
     bar = ProgressBar(len(policies) * seeds, sys.stderr)
@@ -151,7 +166,7 @@ def compare(
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = [
-                pool.submit(simulate, nodes, pods, policy, seed, numa=numa)
+                pool.submit(simulate, nodes, pods, policy, seed, numa=numa, learned_workload=learned_workload)
                 for policy in policies
                 for seed in range(seeds)
             ]
@@ -171,7 +186,8 @@ def compare(
             def tick(number: int, label: str = label, groups: int = groups) -> None:
                 bar.advance(label, (number + 1) / groups)
 
-            runs.setdefault(policy, []).append(simulate(nodes, pods, policy, seed, numa=numa, progress=tick))
+            result = simulate(nodes, pods, policy, seed, numa=numa, learned_workload=learned_workload, progress=tick)
+            runs.setdefault(policy, []).append(result)
             bar.finish_unit()
     return runs
 

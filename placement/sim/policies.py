@@ -2,8 +2,8 @@
 
 Baselines score the simulator's own arrays (they are other schedulers, not ours); ``Ours`` goes through
 the real placement service: ``ClusterIndex`` + ``Reservations.decide`` (vectorised kubelet admission, the
-score, the exact check, ``choose_gpu_set`` / ``choose_shared_gpu``). Ties between equal scores are broken
-at random, as kube-scheduler's ``selectHost`` does. Whole GPUs "by lowest index" means the lowest free
+score, the exact check, ``choose_gpu_set`` / ``least_fragmenting_gpu``). Ties between equal scores
+are broken at random, as kube-scheduler's ``selectHost`` does. Whole GPUs "by lowest index" means the lowest free
 indices; a GPU share goes on the GPU with the least left that fits (the FGD simulator's default) unless
 the policy says otherwise. ``cpu_cells`` None lets the kubelet's hint place the exclusive CPUs.
 """
@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from placement.core.feasibility import GPU_MILLI
+from placement.core.fragmentation import PodShape
 from placement.core.intent import POLICY_KEY, PodIntent
 from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
@@ -29,6 +30,7 @@ from placement.sim.trace import TracePod, node_topology
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement, MemberPod
 from placement.state.reservations import PodRequest, Reservations
+from placement.state.workload import WorkloadModel
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -69,6 +71,10 @@ def _pick(scores: FloatArray, feasible: BoolArray, rng: random.Random) -> int | 
     values = scores[rows]
     best = rows[values == values.max()]
     return int(best[rng.randrange(len(best))])
+
+
+def pod_shape(pod: TracePod) -> PodShape:
+    return PodShape(pod.cpu_milli, pod.gpu_milli, pod.gpus)
 
 
 def lowest_gpus(cluster: SimCluster, row: int, pod: TracePod, cells: Sequence[int] = ()) -> tuple[int, ...]:
@@ -344,12 +350,17 @@ class Ours:
 
     With ``gangs``, a gang goes through the service's ``GangCoordinator`` (``placement.state.gangs``): its
     members are planned together and reserved all or nothing; without, each member is decided alone.
+    The fragmentation score measures against ``workload``'s shapes by frequency, as FGD's does; with
+    ``workload`` None, against what the service's own model learns from the pods it places.
     """
 
-    def __init__(self, cluster: SimCluster, *, gangs: bool) -> None:
+    def __init__(self, cluster: SimCluster, *, gangs: bool, workload: Sequence[TracePod] | None) -> None:
         self.name = "ours-gang" if gangs else "ours"
         self.gang_coordination = gangs
-        self.index = ClusterIndex(initial_capacity=max(64, 1 << math.ceil(math.log2(len(cluster.names)))))
+        self.index = ClusterIndex(
+            initial_capacity=max(64, 1 << math.ceil(math.log2(len(cluster.names)))),
+            workload=None if workload is None else WorkloadModel.fixed(Counter(pod_shape(p) for p in workload)),
+        )
         for node in cluster.nodes:
             self.index.upsert_topology(node.name, node_topology(node, numa=cluster.numa))
         self.reservations = Reservations(self.index, ttl_s=1e12, clock=lambda: 0.0)
@@ -404,7 +415,14 @@ POLICY_NAMES = (
 )
 
 
-def make_policy(name: str, cluster: SimCluster, rng: random.Random, workload: Sequence[TracePod]) -> Policy:
+def make_policy(
+    name: str,
+    cluster: SimCluster,
+    rng: random.Random,
+    workload: Sequence[TracePod],
+    *,
+    learned_workload: bool = False,
+) -> Policy:
     if name == "default":
         return DefaultScheduler(cluster, rng)
     if name.startswith("nrt-"):
@@ -418,5 +436,5 @@ def make_policy(name: str, cluster: SimCluster, rng: random.Random, workload: Se
     if name == "fgd":
         return Fgd(cluster, rng, workload)
     if name in ("ours", "ours-gang"):
-        return Ours(cluster, gangs=name == "ours-gang")
+        return Ours(cluster, gangs=name == "ours-gang", workload=None if learned_workload else workload)
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

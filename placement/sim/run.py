@@ -134,16 +134,20 @@ def simulate(
     seed: int,
     *,
     numa: bool = True,
+    learned_workload: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> RunResult:
     """One policy, one seed: arrivals until ``MAX_ARRIVAL``% of the GPUs were asked for.
 
-    ``numa`` False is the FGD paper's setting: no kubelet policy, no pod intents.
+    ``numa`` False is the FGD paper's setting: no kubelet policy, no pod intents. ``learned_workload``:
+    ours learns its target workload from the pods it places instead of being given ``workload``'s shapes.
     """
     if not numa:
         workload = [replace(pod, intent=None) for pod in workload]
     cluster = SimCluster(nodes, numa=numa)
-    policy = make_policy(policy_name, cluster, random.Random(seed * 7919 + 1), workload)
+    policy = make_policy(
+        policy_name, cluster, random.Random(seed * 7919 + 1), workload, learned_workload=learned_workload
+    )
     groups = arrivals(workload, cluster.gpu_capacity_milli, seed)
     result = RunResult(policy=policy_name, seed=seed)
     arrived = allocated = 0.0

@@ -53,8 +53,10 @@ from placement.core.feasibility import (
 )
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.state.pods import PodUsage
+from placement.state.workload import WorkloadModel
 
 _MILLI = 1000.0
+DEFAULT_GPU_COLUMNS = 8  # GPUs per node in ``gpu_left``; widened for a machine with more
 _BASE_RESOURCES = (CPU, "memory", "hugepages-2Mi", "hugepages-1Gi", GPU_RESOURCE, GPU_SHARE)
 
 
@@ -86,10 +88,13 @@ class _Node:
 class ClusterIndex:
     """Per-node NUMA arrays for vectorised filtering and scoring; see the module docstring."""
 
-    def __init__(self, *, initial_capacity: int = 64) -> None:
+    def __init__(self, *, initial_capacity: int = 64, workload: WorkloadModel | None = None) -> None:
         self.lock = threading.RLock()
         # Bumped by every change to nodes or pods: a verdict computed at one count holds while it stands.
         self.changes = 0
+        # The workload the fragmentation score measures against: every pod counts once, when first seen.
+        self.workload = workload if workload is not None else WorkloadModel()
+        self._gpu_columns = DEFAULT_GPU_COLUMNS
         self._resources: list[str] = list(_BASE_RESOURCES)
         self._capacity = 0
         self._nodes: dict[str, _Node] = {}
@@ -149,6 +154,9 @@ class ClusterIndex:
             None if first else self.spanning_distance, (capacity,), np.float32
         )
         self.gpu_share_free: FloatArray = grow(None if first else self.gpu_share_free, (capacity,), np.float64)
+        self.gpu_left: npt.NDArray[np.int16] = grow(
+            None if first else self.gpu_left, (capacity, self._gpu_columns), np.int16
+        )
         self._slot_names.extend([None] * (capacity - old))
         self._free_slots.extend(range(capacity - 1, old - 1, -1))
         self._capacity = capacity
@@ -166,6 +174,15 @@ class ClusterIndex:
         self.node_allocatable = np.concatenate([self.node_allocatable, extra_nodes])
         self.node_free = np.concatenate([self.node_free, extra_nodes])
         return len(self._resources) - 1
+
+    def _widen_gpus(self, gpus: int) -> None:
+        """Room for ``gpus`` GPUs per node in ``gpu_left`` (a machine with more than any before)."""
+        if gpus <= self._gpu_columns:
+            return
+        wider = np.zeros((self._capacity, gpus), dtype=np.int16)
+        wider[:, : self._gpu_columns] = self.gpu_left
+        self.gpu_left = wider
+        self._gpu_columns = gpus
 
     def nbytes(self) -> int:
         """Bytes held in the per-slot arrays."""
@@ -189,6 +206,7 @@ class ClusterIndex:
             self.local_distance,
             self.spanning_distance,
             self.gpu_share_free,
+            self.gpu_left,
         )
         return sum(a.nbytes for a in arrays)
 
@@ -247,6 +265,7 @@ class ClusterIndex:
         self.local_distance[slot] = 0
         self.spanning_distance[slot] = 0
         self.gpu_share_free[slot] = 0
+        self.gpu_left[slot] = 0
 
     def _write_report(self, node: _Node, topology: NodeTopology) -> None:
         slot = node.slot
@@ -295,6 +314,7 @@ class ClusterIndex:
         self.reported_free[share, slot] = GPU_MILLI * self.reported_free[gpu, slot]
         node.fingerprint = topology.pods_fingerprint
         node.gpus = self._gpu_shape(topology)
+        self._widen_gpus(len(node.gpus.healthy) if node.gpus is not None else 0)
         self.generation[slot] += 1
 
     def _gpu_shape(self, topology: NodeTopology) -> GpuShape | None:
@@ -329,6 +349,8 @@ class ClusterIndex:
         with self.lock:
             self.changes += 1
             previous = self._pod_nodes.get(usage.key)
+            if previous is None:
+                self.workload.observe(usage.demand)
             entry: _PodEntry | None = None
             if previous is not None:
                 old_node = self._nodes.get(previous)
@@ -438,8 +460,26 @@ class ClusterIndex:
         self.node_free[:, slot] = node_free
         left = self._share_left(node, shared_by_all)
         self.gpu_share_free[slot] = max(left.values(), default=0)
+        per_gpu = self._whole_gpus_as_reported(node, left, free[gpu], ids)
+        self.gpu_left[slot] = 0
+        self.gpu_left[slot, : len(per_gpu)] = per_gpu
         self.cell_claimed[slot] = claimed
         self.cell_isolated[slot] = isolated
+
+    def _whole_gpus_as_reported(
+        self, node: _Node, left: Mapping[int, float], cell_gpus_free: FloatArray, ids: list[int]
+    ) -> list[float]:
+        """Thousandths left on each healthy GPU, by index (0 for one held whole). A cell has no more free
+        whole GPUs than its free count says: the device plugin gave some to pods whose GPUs we do not
+        know, so the highest free indices there count as taken."""
+        if node.gpus is None:
+            return []
+        amounts = {index: left.get(index, 0.0) for index in sorted(node.gpus.healthy)}
+        for position, numa in enumerate(ids):
+            whole = [i for i, amount in amounts.items() if amount >= GPU_MILLI and node.gpus.numa_of.get(i) == numa]
+            for index in whole[max(int(cell_gpus_free[position]), 0) :]:
+                amounts[index] = 0.0
+        return list(amounts.values())
 
     def _charge(
         self, free: FloatArray, usage: PodUsage, cells: list[int], gpus: GpuShape | None, ids: list[int]
@@ -493,6 +533,8 @@ class ClusterIndex:
             local_distance=self.local_distance,
             spanning_distance=self.spanning_distance,
             gpu_share_free=self.gpu_share_free,
+            gpu_left=self.gpu_left,
+            workload=self.workload.target(),
         )
 
     def __len__(self) -> int:
