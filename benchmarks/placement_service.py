@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import psutil
@@ -31,7 +32,7 @@ import psutil
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.engine import PlacementEngine
-from placement.server import PlacementServer, ServerOptions
+from placement.server import SERVICE_NAME, PlacementServer, ServerOptions
 from placement.state.cluster_index import ClusterIndex
 
 TARGET_P99_MS = 5.0
@@ -44,8 +45,43 @@ def node_names(count: int) -> list[str]:
     return [f"node-{n:05d}" for n in range(count)]
 
 
+async def _empty_filter(request: pb.FilterRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.FilterResponse:
+    return pb.FilterResponse()
+
+
+async def _empty_score(request: pb.ScoreRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ScoreResponse:
+    return pb.ScoreResponse()
+
+
+def serve_empty() -> None:
+    """The child for the floor: a bare grpc.aio server answering Filter and Score empty at once, what gRPC
+    alone costs a decision on this machine."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Filter": grpc.unary_unary_rpc_method_handler(
+            _empty_filter, pb.FilterRequest.FromString, pb.FilterResponse.SerializeToString
+        ),
+        "Score": grpc.unary_unary_rpc_method_handler(
+            _empty_score, pb.ScoreRequest.FromString, pb.ScoreResponse.SerializeToString
+        ),
+    }
+
+    async def run() -> None:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(f"{_READY} {port}", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await server.stop(1.0)
+
+    asyncio.run(run())
+
+
 def serve(count: int) -> None:
     """The child: build the index, start the service, print the port, serve until stdin closes."""
+    if count == 0:
+        serve_empty()
+        return
     from benchmarks.placement_core import machines  # noqa: PLC0415  (the fixtures load only in the child)
 
     kinds = machines()
@@ -174,6 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
+    empty = Service(0)
+    try:
+        floor = throughput(empty, args.nodes, args.clients, args.seconds)
+    finally:
+        empty.close()
     service = Service(args.nodes)
     try:
         p50, p99, feasible = latency(service, args.nodes, args.decisions)
@@ -190,6 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"  CPU per decision: service {rate.service_cpu_ms:.2f} ms, client {rate.client_cpu_ms:.2f} ms "
         f"(the service's Python work runs on one core at a time: 500/s needs <= 2 ms)"
+    )
+    print(
+        f"  gRPC alone on this machine now: {floor.decisions_per_s:.0f} decisions/s against a service that answers "
+        f"both calls empty (service {floor.service_cpu_ms:.2f} ms CPU per decision, client {floor.client_cpu_ms:.2f})"
     )
     print(f"  service RSS with {args.nodes} nodes: {rss_small:.1f} MB")
 
