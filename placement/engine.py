@@ -458,8 +458,9 @@ class PlacementEngine:
             scores = ranking.scores
             order = ranking.order
             # Vectorised per component, one list each: the servicer encodes from these columns.
-            scale = 100.0 / sum(scores.weights.as_dict().values())
-            weights = {name: weight * scale for name, weight in scores.weights.as_dict().items()}
+            relative = scores.weights.as_dict()
+            scale = 100.0 / sum(relative.values())
+            weights = {name: weight * scale for name, weight in relative.items()}
             points = {name: (weight * scores.components[name][order]).tolist() for name, weight in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
@@ -791,7 +792,7 @@ class _Verdicts:
 
     @classmethod
     def of(cls, index: ClusterIndex, filtered: FilterResult, demand: PodDemand, intent: PodIntent | None) -> _Verdicts:
-        codes = np.full(len(index.slot_names()), -1, dtype=np.int16)
+        codes = np.full(index.capacity, -1, dtype=np.int16)
         codes[filtered.rows] = filtered.reason_codes
         return cls(index.changes, demand, intent, codes, filtered.messages, filtered.exact_rows)
 
@@ -801,9 +802,7 @@ class _Verdicts:
         """The verdicts on ``rows`` when they still hold (same pod, same state, every row judged), else None."""
         if index.changes != self.changes or demand != self.demand or intent != self.intent:
             return None
-        if len(rows) and int(rows.max()) >= len(self.codes):
-            return None
-        codes = self.codes[rows]
+        codes = self.codes[rows]  # no change since: the index has the same slots, so every row is in range
         if (codes < 0).any():
             return None
         return FilterResult(

@@ -70,6 +70,9 @@ class ScoringWeights:
         }
 
 
+DEFAULT_WEIGHTS = ScoringWeights()  # built once: every Score call uses it
+
+
 def fit_curve(utilisation: FloatArray) -> FloatArray:
     """Rises linearly to 1.0 at ``SWEET_SPOT``, then falls linearly to ``FULL_CELL_SCORE`` at 100% used.
 
@@ -111,7 +114,7 @@ def score_nodes(
     weights: ScoringWeights | None = None,
     gang: FloatArray | None = None,
 ) -> Scores:
-    weights = weights or ScoringWeights()
+    weights = weights or DEFAULT_WEIGHTS
     count = len(rows)
     allowed = allowed_cells(arrays, rows, intent)
     used = np.zeros((count, arrays.cell_total.shape[2]))

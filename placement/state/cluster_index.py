@@ -563,6 +563,11 @@ class ClusterIndex:
     def name_of(self, slot: int) -> str | None:
         return self._slot_names[slot]
 
+    @property
+    def capacity(self) -> int:
+        """Slots the arrays hold; it grows only with a node report, which also bumps ``changes``."""
+        return self._capacity
+
     def slot_names(self) -> tuple[str | None, ...]:
         """The node name of every slot (None for a free slot), in slot order."""
         return tuple(self._slot_names)

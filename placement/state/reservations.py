@@ -28,7 +28,7 @@ import numpy as np
 from placement.core.decision import plan_on_node, rank
 from placement.core.feasibility import FilterResult, demand_of
 from placement.core.intent import PodIntent
-from placement.core.scoring import ScoringWeights
+from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
 from placement.core.topology_manager import Pod
 from placement.state.cluster_index import ClusterIndex
 from placement.state.pods import PodUsage
@@ -98,7 +98,7 @@ class Reservations:
             raise ValueError(f"reservation TTL must be positive, got {ttl_s}")
         self._index = index
         self._ttl_s = ttl_s
-        self._weights = weights or ScoringWeights()
+        self._weights = weights or DEFAULT_WEIGHTS
         self._clock = clock
         self._pending: dict[tuple[str, str], _Reservation] = {}
 
