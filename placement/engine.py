@@ -20,9 +20,8 @@ from itertools import compress
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from placement.core.decision import GPU_RESOURCE, plan_on_node, rank, rank_filtered
+from placement.core.decision import GPU_RESOURCE, order_of, plan_on_node, rank
 from placement.core.feasibility import (
     CPU,
     MEMORY,
@@ -32,14 +31,15 @@ from placement.core.feasibility import (
     IntArray,
     PodDemand,
     demand_of,
-    filter_nodes,
 )
 from placement.core.gpu_sets import rank_label
 from placement.core.intent import PodIntent
 from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY, SCHEDULER_PLUGINS_KEY, PodGroupSpec
+from placement.core.scoring import combine
 from placement.errors import CacheNotSynced, GangsUnavailable, InvalidRequest, NodeNotFound, NotLeader
 from placement.pod_spec import PendingPod, PodSpec, validate_pod
 from placement.state.cluster_index import ClusterIndex
+from placement.state.decision_cache import DecisionCache
 from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement, MemberPod, PermitVerdict
 from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, PodParseError, format_ids, pod_usage
 from placement.state.reservations import Decision, PodRequest, Reservations
@@ -417,8 +417,12 @@ class PlacementEngine:
     leadership: Leadership | None = None  # None: a single replica, always the leader
     clock: Callable[[], float] = time.monotonic  # the reservations' clock: turns their expiry into a TTL
     _last_synced: float | None = field(default=None, init=False, repr=False)
-    _verdicts: _Verdicts | None = field(default=None, init=False, repr=False)
+    verdicts: DecisionCache = field(init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Filter and Score answer from kept per-node verdicts where the node has not changed since.
+        self.verdicts = DecisionCache(self.index)
 
     @classmethod
     def over(cls, index: ClusterIndex, *, synced: Callable[[], bool] = _always_synced) -> PlacementEngine:
@@ -436,8 +440,7 @@ class PlacementEngine:
         with self.index.lock:
             known, rows, unknown = self._split_known(names)
             # Filter needs no scores: the scoring pass is the Score call's work.
-            filtered = filter_nodes(self.index.arrays(), rows, demand, intent)
-            self._verdicts = _Verdicts.of(self.index, filtered, demand, intent)
+            filtered = self.verdicts.filter(rows, demand, intent)
             feasible = tuple(compress(known, filtered.feasible.tolist()))
         return FilterOutcome(feasible=feasible, rejected=_ordered([*unknown, *_rejections(known, filtered)]))
 
@@ -448,15 +451,11 @@ class PlacementEngine:
         with self.index.lock:
             known, rows, unknown = self._split_known(names)
             arrays = self.index.arrays()
-            # A scheduler scores the nodes its Filter call just passed: their verdicts stand while nothing changed.
-            remembered = self._verdicts.recall(self.index, rows, demand, intent) if self._verdicts else None
-            ranking = (
-                rank(arrays, rows, demand, intent=intent)
-                if remembered is None
-                else rank_filtered(arrays, remembered, demand, intent=intent)
-            )
-            scores = ranking.scores
-            order = ranking.order
+            # A scheduler scores the nodes its Filter call just passed: the cache holds their verdicts.
+            filtered = self.verdicts.filter(rows, demand, intent)
+            feasible = rows[filtered.feasible]
+            scores = combine(arrays, feasible, self.verdicts.components(feasible, demand, intent))
+            order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
             relative = scores.weights.as_dict()
             scale = 100.0 / sum(relative.values())
@@ -472,7 +471,7 @@ class PlacementEngine:
             points=points,
             weights=weights,
             landing_cells=cells.tolist(),
-            rejected=_ordered([*unknown, *_rejections(known, ranking.filtered)]),
+            rejected=_ordered([*unknown, *_rejections(known, filtered)]),
         )
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ReserveOutcome:
@@ -777,41 +776,6 @@ def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejections
         message = filtered.messages[code - 1]
         groups.append(Rejections(message, rejection_kind(message), tuple(names[codes == code].tolist())))
     return groups
-
-
-@dataclass(frozen=True, eq=False)
-class _Verdicts:
-    """A Filter call's verdict per index slot, kept for the Score call on the same pod that follows it."""
-
-    changes: int  # ``ClusterIndex.changes`` when computed
-    demand: PodDemand
-    intent: PodIntent | None
-    codes: npt.NDArray[np.int16]  # per slot: -1 not asked, 0 feasible, else 1 + an index into ``messages``
-    messages: tuple[str, ...]
-    exact_rows: IntArray
-
-    @classmethod
-    def of(cls, index: ClusterIndex, filtered: FilterResult, demand: PodDemand, intent: PodIntent | None) -> _Verdicts:
-        codes = np.full(index.capacity, -1, dtype=np.int16)
-        codes[filtered.rows] = filtered.reason_codes
-        return cls(index.changes, demand, intent, codes, filtered.messages, filtered.exact_rows)
-
-    def recall(
-        self, index: ClusterIndex, rows: IntArray, demand: PodDemand, intent: PodIntent | None
-    ) -> FilterResult | None:
-        """The verdicts on ``rows`` when they still hold (same pod, same state, every row judged), else None."""
-        if index.changes != self.changes or demand != self.demand or intent != self.intent:
-            return None
-        codes = self.codes[rows]  # no change since: the index has the same slots, so every row is in range
-        if (codes < 0).any():
-            return None
-        return FilterResult(
-            rows=rows,
-            feasible=codes == 0,
-            reason_codes=codes,
-            messages=self.messages,
-            exact_rows=self.exact_rows[np.isin(self.exact_rows, rows)] if len(self.exact_rows) else self.exact_rows,
-        )
 
 
 def _rejection(node: str, reason: str) -> Rejection:

@@ -266,6 +266,7 @@ def test_inline_nvswitch_node_matches_the_p5_capture() -> None:
     assert [(g.numa_node, g.cpu_affinity) for g in inline.gpus] == [(g.numa_node, g.cpu_affinity) for g in capture.gpus]
     assert [c.cpus for c in inline.numa_cells] == [c.cpus for c in capture.numa_cells]
     assert inline.machine.online_cpus == capture.machine.online_cpus
+
     def links(topology: NodeTopology) -> set[tuple[str, str, PathKind, int]]:
         return {(k.a, k.b, k.path, k.nvlinks) for k in topology.links}
 

@@ -199,9 +199,12 @@ def test_readme_demo_command_serves_what_it_prints(tmp_path: Path) -> None:
             args = shlex.split(printed)
             done = subprocess.run([binary, *args[1:]], capture_output=True, text=True, timeout=20, check=False)
             assert done.returncode == 0, (printed, done.stderr)
-        assert '"status": "SERVING"' in subprocess.run(
-            [binary, *shlex.split(tries[1])[1:]], capture_output=True, text=True, timeout=20, check=False
-        ).stdout
+        assert (
+            '"status": "SERVING"'
+            in subprocess.run(
+                [binary, *shlex.split(tries[1])[1:]], capture_output=True, text=True, timeout=20, check=False
+            ).stdout
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=30)

@@ -15,7 +15,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import generate_latest
 
-from placement import engine as engine_module
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.scoring import ScoringWeights
 from placement.engine import FilterOutcome, PlacementEngine
@@ -105,36 +104,33 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
     assert rejected == [("insufficient nvidia.com/gpu", ["cpu-a"])]
 
 
-def test_score_after_filter_reuses_verdicts_only_while_nothing_changed(
-    service: Service, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Score trusts its pod's Filter verdicts at the same cluster state, and judges afresh after any change."""
-    judged: list[int] = []  # how many nodes each full admission pass (``rank``) judged
-    real_rank = getattr(engine_module, "rank")  # noqa: B009  (the engine imports it; patched where it is used)
-
-    def counting_rank(*args: Any, **kwargs: Any) -> Any:
-        judged.append(len(args[1]))
-        return real_rank(*args, **kwargs)
-
-    monkeypatch.setattr(engine_module, "rank", counting_rank)
+def test_repeated_calls_judge_again_only_the_nodes_that_changed(service: Service) -> None:
+    """Verdicts are kept per node and pod shape: a Score after its Filter, or another pod of the same shape,
+    judges nothing afresh; a reservation in between has its node judged again, and Score sees it."""
+    cache = service.engine.verdicts
     pod = _pod("reuse", gpus=8, cpu="16", memory="64Gi")
     assert list(service.stub.Filter(pb.FilterRequest(pod=pod, node_names=NODES)).feasible_nodes) == ["h100-b"]
+    assert cache.judged == 3
     assert list(service.stub.Score(pb.ScoreRequest(pod=pod, node_names=["h100-b"])).nodes) == ["h100-b"]
-    assert judged == []  # ranked from the Filter's verdicts
-    # A node the Filter did not judge: Score runs the admission itself.
+    replica = _pod("reuse-2", gpus=8, cpu="16", memory="64Gi")
+    assert list(service.stub.Filter(pb.FilterRequest(pod=replica, node_names=NODES)).feasible_nodes) == ["h100-b"]
+    assert cache.judged == 3
+    # A pod of another shape is judged on its own.
     service.stub.Score(pb.ScoreRequest(pod=_pod("other", gpus=1), node_names=["h100-b"]))
-    assert judged == [1]
+    assert cache.judged == 4
     # Another pod takes the node's GPUs between this pod's Filter and Score: Score must see it.
-    assert service.stub.Filter(pb.FilterRequest(pod=pod, node_names=NODES)).feasible_nodes
     taker = service.stub.Reserve(pb.ReserveRequest(pod=_pod("taker", gpus=8, cpu="16", memory="64Gi")))
     assert taker.placement.node == "h100-b"
     try:
         rescored = service.stub.Score(pb.ScoreRequest(pod=pod, node_names=["h100-b"]))
-        assert judged == [1, 1]
+        assert cache.judged == 5
         assert list(rescored.nodes) == []
         assert [list(group.nodes) for group in rescored.rejected] == [["h100-b"]]
     finally:
         service.stub.Unreserve(pb.UnreserveRequest(pod=pb.PodRef(namespace="ml", name="taker")))
+    # The release changes the node again: it is judged again, and fits again.
+    assert list(service.stub.Filter(pb.FilterRequest(pod=pod, node_names=NODES)).feasible_nodes) == ["h100-b"]
+    assert cache.judged == 6
 
 
 def test_empty_node_list_means_every_node(service: Service) -> None:

@@ -65,19 +65,6 @@ def rank(
 ) -> Ranking:
     """Filter ``rows`` and score the feasible ones; ``gang`` is aligned with ``rows``."""
     filtered = filter_nodes(arrays, rows, demand, intent)
-    return rank_filtered(arrays, filtered, demand, intent=intent, weights=weights, gang=gang)
-
-
-def rank_filtered(
-    arrays: NodeArrays,
-    filtered: FilterResult,
-    demand: PodDemand,
-    *,
-    intent: PodIntent | None = None,
-    weights: ScoringWeights | None = None,
-    gang: FloatArray | None = None,
-) -> Ranking:
-    """``rank`` for rows already filtered (``filtered.rows``), e.g. by a Filter call on the same state."""
     feasible = filtered.rows[filtered.feasible]
     scores = score_nodes(
         arrays,
@@ -87,8 +74,13 @@ def rank_filtered(
         weights=weights,
         gang=None if gang is None else gang[filtered.feasible],
     )
-    order = np.lexsort((feasible, -scores.total))
-    return Ranking(filtered=filtered, scores=scores, order=order.astype(np.int64))
+    return Ranking(filtered=filtered, scores=scores, order=order_of(scores))
+
+
+def order_of(scores: Scores) -> IntArray:
+    """Positions into ``scores.rows``, best first; ties go to the lower slot."""
+    order: IntArray = np.lexsort((scores.rows, -scores.total)).astype(np.int64)
+    return order
 
 
 def plan_on_node(

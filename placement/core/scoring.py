@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from agent.topology.nrt import GPU_RESOURCE
 from placement.core.feasibility import FloatArray, IntArray, NodeArrays, PodDemand, allowed_cells, cell_requests
@@ -105,6 +106,18 @@ class Scores:
         }
 
 
+@dataclass(frozen=True)
+class NodeComponents:
+    """What each node's score is made of, before the weights: every field depends on the node alone (and
+    the pod), so a caller may keep them per node while the node is unchanged (``state.decision_cache``)."""
+
+    fit: FloatArray  # [N] in [0, 1]
+    raw_bandwidth: npt.NDArray[np.float32]  # [N] MB/s of the landing cell, the node's mean if it spans; 0 unknown
+    distance: FloatArray  # [N] in [0, 1]
+    fragmentation: FloatArray  # [N] in [0, 1]
+    landing_cell: IntArray  # [N] the cell slot the pod is predicted to land in; -1 when it spans the node
+
+
 def score_nodes(
     arrays: NodeArrays,
     rows: IntArray,
@@ -114,7 +127,13 @@ def score_nodes(
     weights: ScoringWeights | None = None,
     gang: FloatArray | None = None,
 ) -> Scores:
-    weights = weights or DEFAULT_WEIGHTS
+    return combine(arrays, rows, node_components(arrays, rows, demand, intent=intent), weights=weights, gang=gang)
+
+
+def node_components(
+    arrays: NodeArrays, rows: IntArray, demand: PodDemand, *, intent: PodIntent | None
+) -> NodeComponents:
+    """The per-node parts of the score of ``rows``."""
     count = len(rows)
     allowed = allowed_cells(arrays, rows, intent)
     used = np.zeros((count, arrays.cell_total.shape[2]))
@@ -147,27 +166,44 @@ def score_nodes(
         # utilisation instead (which wants headroom left) strands more GPUs than the lower slot does.
         fit = np.where(arrays.node_allocatable[gpus][rows] > 0, NEUTRAL, fit)
 
-    bandwidth = arrays.bandwidth[rows]
-    best = float(bandwidth.max()) if bandwidth.size else 0.0
-    raw_bandwidth = np.where(single, bandwidth[everywhere, landing], arrays.spanning_bandwidth[rows])
-    bandwidth_score = np.where(raw_bandwidth > 0, raw_bandwidth / max(best, 1.0), NEUTRAL)
-
+    raw_bandwidth = np.where(single, arrays.bandwidth[rows][everywhere, landing], arrays.spanning_bandwidth[rows])
     local = arrays.local_distance[rows][everywhere, landing]
     spanning = arrays.spanning_distance[rows]
-    distance_score = np.where(
+    distance = np.where(
         single,
         np.where(local > 0, LOCAL_DISTANCE / np.maximum(local, 1.0), 1.0),
         np.where(spanning > 0, LOCAL_DISTANCE / np.maximum(spanning, 1.0), NEUTRAL),
     )
+    return NodeComponents(
+        fit=fit,
+        raw_bandwidth=raw_bandwidth,
+        # fit_curve stays in [0, 1] by construction; a SLIT table may be malformed.
+        distance=np.clip(distance, 0.0, 1.0),
+        fragmentation=fragmentation_component(arrays, rows, demand),
+        landing_cell=np.where(single, landing, -1).astype(np.int64),
+    )
 
+
+def combine(
+    arrays: NodeArrays,
+    rows: IntArray,
+    parts: NodeComponents,
+    *,
+    weights: ScoringWeights | None = None,
+    gang: FloatArray | None = None,
+) -> Scores:
+    """The scores of ``rows`` from their components: bandwidth is relative to the best cell among ``rows``."""
+    weights = weights or DEFAULT_WEIGHTS
+    count = len(rows)
+    best = float(arrays.bandwidth[rows].max()) if count else 0.0
+    bandwidth_score = np.where(parts.raw_bandwidth > 0, parts.raw_bandwidth / max(best, 1.0), NEUTRAL)
     gang_score = np.zeros(count) if gang is None else np.clip(np.asarray(gang, dtype=np.float64), 0.0, 1.0)
-    # fit_curve and the bandwidth ratio stay in [0, 1] by construction; a SLIT table may be malformed.
     components = {
-        "fit": fit,
+        "fit": parts.fit,
         "bandwidth": bandwidth_score,
-        "distance": np.clip(distance_score, 0.0, 1.0),
+        "distance": parts.distance,
         "gang": gang_score,
-        "fragmentation": fragmentation_component(arrays, rows, demand),
+        "fragmentation": parts.fragmentation,
     }
     weight_map = weights.as_dict()
     scale = 100.0 / sum(weight_map.values())
@@ -177,5 +213,5 @@ def score_nodes(
         total=total_score,
         components=components,
         weights=weights,
-        landing_cell=np.where(single, landing, -1).astype(np.int64),
+        landing_cell=parts.landing_cell,
     )

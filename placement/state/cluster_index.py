@@ -92,6 +92,9 @@ class ClusterIndex:
         self.lock = threading.RLock()
         # Bumped by every change to nodes or pods: a verdict computed at one count holds while it stands.
         self.changes = 0
+        # Bumped when the arrays change shape (more slots, a new resource column, more GPUs per node):
+        # per-slot answers kept from before no longer line up.
+        self.layout = 0
         # The workload the fragmentation score measures against: every pod counts once, when first seen.
         self.workload = workload if workload is not None else WorkloadModel()
         self._gpu_columns = DEFAULT_GPU_COLUMNS
@@ -136,6 +139,8 @@ class ClusterIndex:
         self.cpu_static: BoolArray = grow(None if first else self.cpu_static, (capacity,), np.bool_)
         self.memory_static: BoolArray = grow(None if first else self.memory_static, (capacity,), np.bool_)
         self.generation: npt.NDArray[np.int64] = grow(None if first else self.generation, (capacity,), np.int64)
+        # Per slot, ``changes`` when the slot's arrays were last written: what was judged since still holds.
+        self.slot_changes: npt.NDArray[np.int64] = grow(None if first else self.slot_changes, (capacity,), np.int64)
         self.cell_ids: npt.NDArray[np.int16] = grow(
             None if first else self.cell_ids, (capacity, MAX_NUMA), np.int16, -1
         )
@@ -160,6 +165,7 @@ class ClusterIndex:
         self._slot_names.extend([None] * (capacity - old))
         self._free_slots.extend(range(capacity - 1, old - 1, -1))
         self._capacity = capacity
+        self.layout += 1
 
     def _column(self, name: str) -> int:
         """The resource axis position of ``name``, adding a column the first time a resource appears."""
@@ -173,6 +179,7 @@ class ClusterIndex:
         self.cell_free = np.concatenate([self.cell_free, extra_cells])
         self.node_allocatable = np.concatenate([self.node_allocatable, extra_nodes])
         self.node_free = np.concatenate([self.node_free, extra_nodes])
+        self.layout += 1
         return len(self._resources) - 1
 
     def _widen_gpus(self, gpus: int) -> None:
@@ -183,6 +190,7 @@ class ClusterIndex:
         wider[:, : self._gpu_columns] = self.gpu_left
         self.gpu_left = wider
         self._gpu_columns = gpus
+        self.layout += 1
 
     def nbytes(self) -> int:
         """Bytes held in the per-slot arrays."""
@@ -198,6 +206,7 @@ class ClusterIndex:
             self.cpu_static,
             self.memory_static,
             self.generation,
+            self.slot_changes,
             self.cell_ids,
             self.cell_claimed,
             self.cell_isolated,
@@ -266,6 +275,7 @@ class ClusterIndex:
         self.spanning_distance[slot] = 0
         self.gpu_share_free[slot] = 0
         self.gpu_left[slot] = 0
+        self.slot_changes[slot] = self.changes
 
     def _write_report(self, node: _Node, topology: NodeTopology) -> None:
         slot = node.slot
@@ -465,6 +475,7 @@ class ClusterIndex:
         self.gpu_left[slot, : len(per_gpu)] = per_gpu
         self.cell_claimed[slot] = claimed
         self.cell_isolated[slot] = isolated
+        self.slot_changes[slot] = self.changes
 
     def _whole_gpus_as_reported(
         self, node: _Node, left: Mapping[int, float], cell_gpus_free: FloatArray, ids: list[int]
