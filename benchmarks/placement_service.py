@@ -7,6 +7,9 @@ L40S nodes under every kubelet policy), and drives it from this process through 
 * latency: one decision at a time (a decision = a Filter then a Score call naming every node, as a
   kube-scheduler extender sends them), p50 and p99 over ``--decisions`` after a warm-up;
 * throughput: ``--clients`` threads issuing decisions back to back for ``--seconds``; decisions per second;
+* under churn: the same two runs again while a thread in the service binds and deletes pods on random
+  nodes (``--churn`` changes per second, through the index as the cluster feed applies watch events), so
+  that every decision finds some nodes changed since the last one and judges them afresh;
 * memory: the service process's RSS with 1,000 and with 10,000 nodes loaded, after a few decisions.
 
 Everything is bounded (counts and seconds) and on loopback; the service is stopped at the end.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import random
 import statistics
 import subprocess
 import sys
@@ -31,14 +35,19 @@ import psutil
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
+from placement.core.feasibility import demand_of
+from placement.core.topology_manager import Container, Pod
 from placement.engine import PlacementEngine
 from placement.server import SERVICE_NAME, PlacementServer, ServerOptions
 from placement.state.cluster_index import ClusterIndex
+from placement.state.pods import PodUsage
 
 TARGET_P99_MS = 5.0
 TARGET_DECISIONS_PER_S = 500.0
 TARGET_RSS_MB_AT_10K = 150.0
 _READY = "READY"
+_CHANGES = "CHANGES"
+DEFAULT_CHURN = 500.0  # node changes per second: one bind per decision at the target rate
 
 
 def node_names(count: int) -> list[str]:
@@ -77,8 +86,35 @@ def serve_empty() -> None:
     asyncio.run(run())
 
 
-def serve(count: int) -> None:
-    """The child: build the index, start the service, print the port, serve until stdin closes."""
+def churn(index: ClusterIndex, rate: float, stop: threading.Event, *, tick_s: float = 0.0, seed: int = 7) -> int:
+    """Binds a 1-CPU pod to a random node, or deletes the oldest, ``rate`` times a second (alternately,
+    100 pods at most) until ``stop``, as the cluster feed applies pod events: each as it falls due, or
+    those due every ``tick_s`` together (a watch stream read delivering several events). Returns the
+    changes made."""
+    rng = random.Random(seed)
+    names = node_names(len(index))
+    demand = demand_of(Pod(containers=(Container("c", cpu_millis=1000, memory=1 << 30),)))
+    bound: list[tuple[str, str]] = []
+    made, started = 0, time.monotonic()
+    while not stop.is_set():
+        due = started + made / rate
+        wait = due - time.monotonic()
+        if wait > 0:
+            stop.wait(max(wait, tick_s))
+            continue
+        if len(bound) >= 100 or (bound and made % 2):
+            index.remove_pod(*bound.pop(0))
+        else:
+            usage = PodUsage("churn", f"pod-{made}", rng.choice(names), demand)
+            index.upsert_pod(usage)
+            bound.append(usage.key)
+        made += 1
+    return made
+
+
+def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> None:
+    """The child: build the index, start the service, print the port, serve until stdin closes; then, under
+    churn, print the changes made per second."""
     if count == 0:
         serve_empty()
         return
@@ -95,8 +131,19 @@ def serve(count: int) -> None:
         server = PlacementServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", workers=2))
         port = await server.start()
         print(f"{_READY} {port}", flush=True)
+        stop, made = threading.Event(), [0]
+        churner = threading.Thread(
+            target=lambda: made.__setitem__(0, churn(index, churn_rate, stop, tick_s=churn_tick_s))
+        )
+        started = time.monotonic()
+        if churn_rate:
+            churner.start()
         # The parent closes our stdin to stop us; read it off the event loop.
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        stop.set()
+        if churn_rate:
+            churner.join()
+            print(f"{_CHANGES} {made[0] / (time.monotonic() - started):.0f}", flush=True)
         await server.stop(1.0)
 
     asyncio.run(run())
@@ -105,9 +152,10 @@ def serve(count: int) -> None:
 class Service:
     """The service child process and a channel to it."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, churn: float = 0.0, churn_tick_ms: float = 0.0) -> None:
+        role = ["--serve", str(count), "--churn", str(churn), "--churn-tick-ms", str(churn_tick_ms)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.placement_service", "--serve", str(count)],
+            [sys.executable, "-m", "benchmarks.placement_service", *role],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -123,14 +171,17 @@ class Service:
     def rss_mb(self) -> float:
         return float(psutil.Process(self.process.pid).memory_info().rss) / 1e6
 
-    def close(self) -> None:
+    def close(self) -> float:
+        """Stops the service (closing its stdin); returns the node changes per second it made under churn."""
         self.channel.close()
-        assert self.process.stdin is not None
-        self.process.stdin.close()
         try:
-            self.process.wait(timeout=10)
+            output, _ = self.process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
+            return 0.0
+        line = output.split()
+        return float(line[1]) if len(line) == 2 and line[0] == _CHANGES else 0.0
 
 
 def gpu_pod() -> pb.Pod:
@@ -203,10 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--decisions", type=int, default=1_000)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--churn", type=float, default=DEFAULT_CHURN, help="node changes per second in the run under churn (0: skip it)"
+    )
+    parser.add_argument(
+        "--churn-tick-ms",
+        type=float,
+        default=0.0,
+        help="apply the changes due every so many ms together (0: each as it falls due, one thread wake-up each)",
+    )
     parser.add_argument("--serve", type=int, metavar="NODES", help=argparse.SUPPRESS)  # the child's role
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve)
+        serve(args.serve, args.churn, args.churn_tick_ms / 1000)
         return 0
 
     print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
@@ -237,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"both calls empty (service {floor.service_cpu_ms:.2f} ms CPU per decision, client {floor.client_cpu_ms:.2f})"
     )
     print(f"  service RSS with {args.nodes} nodes: {rss_small:.1f} MB")
+    churned = _under_churn(args) if args.churn else None
 
     large = Service(10_000)
     try:
@@ -247,8 +308,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"service RSS with 10000 nodes: {rss_large:.1f} MB (target <= {TARGET_RSS_MB_AT_10K} MB)")
     print(f"  (Filter+Score over 10000 nodes: p50 {large_p50:.1f} ms, p99 {large_p99:.1f} ms over 100 decisions)")
     met = p99 <= TARGET_P99_MS and rate.decisions_per_s >= TARGET_DECISIONS_PER_S and rss_large <= TARGET_RSS_MB_AT_10K
-    print("all targets met" if met else "TARGET MISSED")
+    print(f"on a cluster that holds still: {'all targets met' if met else 'TARGET MISSED'}")
+    if churned is not None:
+        met_churned = churned[0] <= TARGET_P99_MS and churned[1] >= TARGET_DECISIONS_PER_S
+        print(f"under churn: {'latency and throughput targets met' if met_churned else 'TARGET MISSED'}")
     return 0
+
+
+def _under_churn(args: argparse.Namespace) -> tuple[float, float]:
+    """The latency and throughput runs again while the service's nodes change; prints them, returns
+    (p99 ms, decisions per second)."""
+    service = Service(args.nodes, args.churn, args.churn_tick_ms)
+    try:
+        p50, p99, _ = latency(service, args.nodes, args.decisions)
+        rate = throughput(service, args.nodes, args.clients, args.seconds)
+    finally:
+        changes = service.close()
+    delivery = f"in batches every {args.churn_tick_ms:g} ms" if args.churn_tick_ms else "each on its own"
+    print(f"under churn: a pod bound or deleted on a random node {changes:.0f} times a second ({delivery}):")
+    print(f"  p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= {TARGET_P99_MS} ms)")
+    print(
+        f"  sustained: {rate.decisions_per_s:.0f} decisions/s (target >= {TARGET_DECISIONS_PER_S}); CPU per "
+        f"decision: service {rate.service_cpu_ms:.2f} ms, client {rate.client_cpu_ms:.2f} ms"
+    )
+    return p99, rate.decisions_per_s
 
 
 if __name__ == "__main__":

@@ -723,10 +723,11 @@ class PlacementEngine:
             raise InvalidRequest(f"{len(nodes)} node names, more than the {MAX_NODE_NAMES} accepted")
         if not nodes:
             return sorted(self.index.node_names())
-        unique = dict.fromkeys(nodes)
+        names = list(nodes)
+        unique = set(names)  # hashes each name once; the slot lookup that follows reuses the hashes
         if "" in unique:
             raise InvalidRequest("node names must not be empty")
-        return list(unique)
+        return names if len(unique) == len(names) else list(dict.fromkeys(names))
 
     def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejections]]:
         """Known names with their index slots (call under the index lock), and the unknown names' rejection."""

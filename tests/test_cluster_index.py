@@ -153,3 +153,32 @@ def test_pod_objects_parse_into_usage() -> None:
     broken["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
     with pytest.raises(PodParseError, match=r"container main: limits\.cpu: 'lots' is not a Kubernetes quantity"):
         pod_usage(broken)
+
+
+def test_a_pod_reported_again_unchanged_changes_nothing() -> None:
+    """Pod status updates are most of a pod watch's events: they must not make decisions judge the node again."""
+    index = ClusterIndex()
+    index.upsert_topology("n", cpu_node())
+    slot = index.slot_of("n")
+    assert slot is not None
+    reserved = _usage("p", "n", 4, cells=(1,))
+    index.assume_pod(reserved)
+    changes, stamp = index.changes, int(index.slot_changes[slot])
+    index.assume_pod(reserved)  # the same reservation again
+    assert (index.changes, int(index.slot_changes[slot])) == (changes, stamp)
+    index.upsert_pod(_usage("p", "n", 4))  # now bound: a change, though the watch's copy names no cells
+    assert index.changes == changes + 1
+    assert int(index.slot_changes[slot]) == index.changes
+    held = index.pod("ns", "p")
+    assert held is not None
+    assert held[0].cells == (1,)
+    assert held[1]
+    changes = index.changes
+    index.upsert_pod(_usage("p", "n", 4))  # a status update: the same pod, bound as before
+    index.upsert_pod(_usage("p", "n", 4, cells=(1,)))  # our annotations arrive: what we had already
+    index.assume_pod(reserved)  # a reservation of a bound pod leaves it bound
+    assert index.changes == changes
+    assert _free_cpus(index, "n") == [32.0, 28.0]
+    index.upsert_pod(_usage("p", "n", 6, cells=(1,)))  # resized: a change
+    assert index.changes == changes + 1
+    assert _free_cpus(index, "n") == [32.0, 26.0]

@@ -357,8 +357,10 @@ class ClusterIndex:
 
     def _put_pod(self, usage: PodUsage, *, bound: bool) -> None:
         with self.lock:
-            self.changes += 1
             previous = self._pod_nodes.get(usage.key)
+            if previous == usage.node and self._unchanged(usage, bound=bound):
+                return  # a status update of a pod already counted: nothing to judge again
+            self.changes += 1
             if previous is None:
                 self.workload.observe(usage.demand)
             entry: _PodEntry | None = None
@@ -374,18 +376,22 @@ class ClusterIndex:
                 # A pod on a node without a report: nothing to charge yet; the report brings totals.
                 self._pod_nodes.pop(usage.key, None)
                 return
-            placed = usage
-            if entry is not None and entry.usage.cells and not usage.cells:
-                # The watch's copy of one of our pods may predate our annotations: keep what we reserved.
-                placed = replace(usage, cells=entry.usage.cells, gpus=entry.usage.gpus, isolated=entry.usage.isolated)
             node.pods[usage.key] = _PodEntry(
-                usage=placed,
+                usage=usage if entry is None else _placed(usage, entry.usage),
                 bound=bound or (entry is not None and entry.bound),
                 accounted=entry.accounted if entry is not None else False,
             )
             self._pod_nodes[usage.key] = usage.node
             self._reconcile(node)
             self._rebuild(node)
+
+    def _unchanged(self, usage: PodUsage, *, bound: bool) -> bool:
+        """Putting the pod again would change nothing: held on its node as placed, at least as bound."""
+        node = self._nodes.get(usage.node)
+        entry = node.pods.get(usage.key) if node is not None else None
+        if entry is None or (bound and not entry.bound):
+            return False
+        return _placed(usage, entry.usage) == entry.usage
 
     def remove_pod(self, namespace: str, name: str) -> PodUsage | None:
         """Pod deleted, finished, or reservation released; returns what it held."""
@@ -623,6 +629,14 @@ class ClusterIndex:
         with self.lock:
             node = self._nodes.get(name)
             return [] if node is None else [(e.usage, e.bound, e.accounted) for e in node.pods.values()]
+
+
+def _placed(usage: PodUsage, held: PodUsage) -> PodUsage:
+    """``usage`` as put over ``held``: the watch's copy of one of our pods may predate our annotations,
+    so where it names no cells, what we reserved stays."""
+    if held.cells and not usage.cells:
+        return replace(usage, cells=held.cells, gpus=held.gpus, isolated=held.isolated)
+    return usage
 
 
 def _share_of(usage: PodUsage) -> float:
