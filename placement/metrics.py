@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from placement.engine import PlacementEngine, RejectionKind, Rejections
 
@@ -49,6 +51,7 @@ class PlacementMetrics:
             "Nodes with a topology report in the cache.",
             registry=self.registry,
         ).set_function(lambda: float(len(engine.index)))
+        self.registry.register(_VerdictCollector(engine))
 
     def count_rejections(self, rejected: Iterable[Rejections]) -> None:
         # One increment per kind, not per node: a Filter over 1,000 nodes stays cheap.
@@ -62,3 +65,23 @@ class PlacementMetrics:
         """Expose /metrics on ``host:port`` (a daemon thread)."""
         host, _, port = address.rpartition(":")
         start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
+
+
+class _VerdictCollector(Collector):
+    """How Filter and Score came by each node's verdict: kept from an earlier call on the unchanged node,
+    or judged afresh. Read at scrape time from the engine's counts, which the hot path keeps anyway."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        verdicts = self._engine.verdicts
+        family = CounterMetricFamily(
+            "kubenexus_placement_node_verdicts",
+            "Node verdicts of Filter and Score calls, by source: kept (the node unchanged since it was judged "
+            "for the same pod shape) or judged afresh.",
+            labels=["source"],
+        )
+        family.add_metric(["kept"], float(verdicts.kept))
+        family.add_metric(["judged"], float(verdicts.judged))
+        yield family

@@ -445,3 +445,8 @@ def test_metrics_count_latency_and_rejections(service: Service) -> None:
     assert "kubenexus_placement_cache_age_seconds 0.0" in samples
     assert "kubenexus_placement_cache_synced 1.0" in samples
     assert "kubenexus_placement_gangs_waiting 0.0" in samples
+    assert 'kubenexus_placement_node_verdicts_total{source="judged"} 3.0' in samples
+    assert 'kubenexus_placement_node_verdicts_total{source="kept"} 0.0' in samples
+    service.stub.Filter(pb.FilterRequest(pod=_pod("replica", gpus=1), node_names=NODES))
+    samples = generate_latest(registry).decode()
+    assert 'kubenexus_placement_node_verdicts_total{source="kept"} 3.0' in samples

@@ -77,8 +77,11 @@ class DecisionCache:
         self._index = index
         self._limit = shapes
         self._shapes: OrderedDict[Hashable, _Shape] = OrderedDict()
-        self.judged = 0  # slots judged afresh by ``filter``, over the cache's life (for tests and metrics)
-        self.scored = 0  # likewise, by ``components``
+        # Over the cache's life (metrics, tests): verdicts read from here, slots judged afresh by ``filter``,
+        # and slots whose score components ``components`` computed afresh.
+        self.kept = 0
+        self.judged = 0
+        self.scored = 0
 
     def filter(self, rows: IntArray, demand: PodDemand, intent: PodIntent | None) -> FilterResult:
         """``filter_nodes(index.arrays(), rows, demand, intent)``, judging afresh only changed slots."""
@@ -95,6 +98,7 @@ class DecisionCache:
             shape.exact[fresh.exact_rows] = True
             shape.judged_at[stale] = index.changes
             self.judged += len(stale)
+        self.kept += len(rows) - len(stale)
         codes = shape.codes[rows]
         return FilterResult(
             rows=rows,
