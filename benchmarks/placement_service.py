@@ -9,7 +9,8 @@ L40S nodes under every kubelet policy), and drives it from this process through 
 * throughput: ``--clients`` threads issuing decisions back to back for ``--seconds``; decisions per second;
 * under churn: the same two runs again while a thread in the service binds and deletes pods on random
   nodes (``--churn`` changes per second, through the index as the cluster feed applies watch events), so
-  that every decision finds some nodes changed since the last one and judges them afresh;
+  that decisions find nodes changed since the last one and judge them afresh; the service has seen
+  ``CHURN_WARM_UP`` such events first, as one that has run a while;
 * memory: the service process's RSS with 1,000 and with 10,000 nodes loaded, after a few decisions.
 
 Everything is bounded (counts and seconds) and on loopback; the service is stopped at the end.
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,7 @@ TARGET_RSS_MB_AT_10K = 150.0
 _READY = "READY"
 _CHANGES = "CHANGES"
 DEFAULT_CHURN = 500.0  # node changes per second: one bind per decision at the target rate
+CHURN_WARM_UP = 4000  # pod events before the service answers under churn
 
 
 def node_names(count: int) -> list[str]:
@@ -86,30 +89,37 @@ def serve_empty() -> None:
     asyncio.run(run())
 
 
-def churn(index: ClusterIndex, rate: float, stop: threading.Event, *, tick_s: float = 0.0, seed: int = 7) -> int:
-    """Binds a 1-CPU pod to a random node, or deletes the oldest, ``rate`` times a second (alternately,
-    100 pods at most) until ``stop``, as the cluster feed applies pod events: each as it falls due, or
-    those due every ``tick_s`` together (a watch stream read delivering several events). Returns the
-    changes made."""
-    rng = random.Random(seed)
-    names = node_names(len(index))
-    demand = demand_of(Pod(containers=(Container("c", cpu_millis=1000, memory=1 << 30),)))
-    bound: list[tuple[str, str]] = []
-    made, started = 0, time.monotonic()
-    while not stop.is_set():
-        due = started + made / rate
-        wait = due - time.monotonic()
-        if wait > 0:
-            stop.wait(max(wait, tick_s))
-            continue
-        if len(bound) >= 100 or (bound and made % 2):
-            index.remove_pod(*bound.pop(0))
+class Churn:
+    """Pod events as the cluster feed applies them: a 1-CPU pod bound to a random node, or the oldest
+    deleted (alternately, 100 pods at most)."""
+
+    def __init__(self, index: ClusterIndex, seed: int = 7) -> None:
+        self._index = index
+        self._rng = random.Random(seed)
+        self._names = node_names(len(index))
+        self._demand = demand_of(Pod(containers=(Container("c", cpu_millis=1000, memory=1 << 30),)))
+        self._bound: deque[tuple[str, str]] = deque()
+        self.made = 0
+
+    def step(self) -> None:
+        if len(self._bound) >= 100 or (self._bound and self.made % 2):
+            self._index.remove_pod(*self._bound.popleft())
         else:
-            usage = PodUsage("churn", f"pod-{made}", rng.choice(names), demand)
-            index.upsert_pod(usage)
-            bound.append(usage.key)
-        made += 1
-    return made
+            usage = PodUsage("churn", f"pod-{self.made}", self._rng.choice(self._names), self._demand)
+            self._index.upsert_pod(usage)
+            self._bound.append(usage.key)
+        self.made += 1
+
+    def run(self, rate: float, stop: threading.Event, *, tick_s: float = 0.0) -> None:
+        """``rate`` steps a second until ``stop``: each as it falls due, or those due every ``tick_s``
+        together (one read of a watch stream delivering several events)."""
+        made, started = self.made, time.monotonic()
+        while not stop.is_set():
+            wait = started + (self.made - made) / rate - time.monotonic()
+            if wait > 0:
+                stop.wait(max(wait, tick_s))
+            else:
+                self.step()
 
 
 def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> None:
@@ -127,15 +137,19 @@ def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> Non
     del kinds
     gc.collect()
 
+    churn = Churn(index)
+    if churn_rate:
+        # A service that has run a while: its workload model past the warm-up in which it rebuilds its
+        # tables after every sixteenth more pods (then every 64), each rebuild rescoring every node.
+        for _ in range(CHURN_WARM_UP):
+            churn.step()
+
     async def run() -> None:
         server = PlacementServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", workers=2))
         port = await server.start()
         print(f"{_READY} {port}", flush=True)
-        stop, made = threading.Event(), [0]
-        churner = threading.Thread(
-            target=lambda: made.__setitem__(0, churn(index, churn_rate, stop, tick_s=churn_tick_s))
-        )
-        started = time.monotonic()
+        stop, made, started = threading.Event(), churn.made, time.monotonic()
+        churner = threading.Thread(target=churn.run, args=(churn_rate, stop), kwargs={"tick_s": churn_tick_s})
         if churn_rate:
             churner.start()
         # The parent closes our stdin to stop us; read it off the event loop.
@@ -143,7 +157,7 @@ def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> Non
         stop.set()
         if churn_rate:
             churner.join()
-            print(f"{_CHANGES} {made[0] / (time.monotonic() - started):.0f}", flush=True)
+            print(f"{_CHANGES} {(churn.made - made) / (time.monotonic() - started):.0f}", flush=True)
         await server.stop(1.0)
 
     asyncio.run(run())

@@ -7,7 +7,9 @@ a decision on a half-listed cluster would look valid and be wrong. The read-only
 ``list_nodes``) answer anyway, since they are how a person sees what the cache holds while it syncs.
 
 Read-only answers (filter, score, explain) take the index lock for their whole computation, like
-``Reservations.decide``, so they never see a half-applied update.
+``Reservations.decide``, so they never see a half-applied update. Filter and Score judge afresh only the
+nodes changed since they were last judged for the same pod shape (``state.decision_cache``); Reserve,
+gangs and Explain judge every candidate they are given.
 """
 
 from __future__ import annotations
