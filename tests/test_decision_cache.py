@@ -15,6 +15,7 @@ from placement.core.feasibility import GPU_SHARE, PodDemand, demand_of
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.scoring import combine
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.state import decision_cache
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.pods import PodUsage
@@ -174,3 +175,20 @@ def test_shapes_beyond_the_limit_are_forgotten_oldest_first() -> None:
     assert cache.judged == 16
     with pytest.raises(ValueError, match="at least one"):
         DecisionCache(index, shapes=0)
+
+
+def test_a_shape_with_too_many_messages_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rejection messages are interned per shape; past the bound every verdict is judged again, still exact."""
+    monkeypatch.setattr(decision_cache, "MAX_MESSAGES", 0)
+    index = _index(6)
+    cache = DecisionCache(index)
+    rows = index.slots()
+    demand, intent = SHAPES[1]
+    first = cache.filter(rows, demand, intent)
+    assert cache.judged == 6
+    assert first.messages  # the CPU nodes are refused
+    index.upsert_pod(PodUsage("ns", "p", "n1", _demand(2)))
+    again = cache.filter(rows, demand, intent)
+    assert cache.judged == 12  # one node changed, but the table was over its bound: all judged again
+    fresh = rank(index.arrays(), rows, demand, intent=intent).filtered
+    assert [again.reason(i) for i in range(len(rows))] == [fresh.reason(i) for i in range(len(rows))]
