@@ -459,10 +459,8 @@ class PlacementEngine:
             scores = combine(arrays, feasible, self.verdicts.components(feasible, demand, intent))
             order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
-            relative = scores.weights.as_dict()
-            scale = 100.0 / sum(relative.values())
-            weights = {name: weight * scale for name, weight in relative.items()}
-            points = {name: (weight * scores.components[name][order]).tolist() for name, weight in weights.items()}
+            weights = scores.weights.shares
+            points = {name: (share * scores.components[name][order]).tolist() for name, share in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
             cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
@@ -471,7 +469,7 @@ class PlacementEngine:
             nodes=nodes,
             totals=scores.total[order].tolist(),
             points=points,
-            weights=weights,
+            weights=dict(weights),
             landing_cells=cells.tolist(),
             rejected=_ordered([*unknown, *_rejections(known, filtered)]),
         )

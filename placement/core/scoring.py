@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +71,14 @@ class ScoringWeights:
             "fragmentation": self.fragmentation,
         }
 
+    @cached_property
+    def shares(self) -> dict[str, float]:
+        """Each component's share of the 100 points (its weight over their sum); a component scoring 1
+        earns its share. Computed once per weights."""
+        relative = self.as_dict()
+        scale = 100.0 / sum(relative.values())
+        return {name: weight * scale for name, weight in relative.items()}
+
 
 DEFAULT_WEIGHTS = ScoringWeights()  # built once: every Score call uses it
 
@@ -99,11 +108,7 @@ class Scores:
 
     def breakdown(self, position: int) -> dict[str, float]:
         """Points per component for one row; they add up to ``total[position]``."""
-        scale = 100.0 / sum(self.weights.as_dict().values())
-        return {
-            name: float(weight * scale * self.components[name][position])
-            for name, weight in self.weights.as_dict().items()
-        }
+        return {name: float(share * self.components[name][position]) for name, share in self.weights.shares.items()}
 
 
 @dataclass(frozen=True)
@@ -205,9 +210,8 @@ def combine(
         "gang": gang_score,
         "fragmentation": parts.fragmentation,
     }
-    weight_map = weights.as_dict()
-    scale = 100.0 / sum(weight_map.values())
-    total_score = sum((weight_map[name] * scale * components[name] for name in COMPONENTS), np.zeros(count))
+    shares = weights.shares
+    total_score = sum((shares[name] * components[name] for name in COMPONENTS), np.zeros(count))
     return Scores(
         rows=rows,
         total=total_score,
