@@ -9,9 +9,9 @@ from agent.sources.cpu import discover_machine
 from agent.sources.numa import discover_numa
 from agent.sources.nvml import discover_gpus
 from agent.sources.pci import discover_pci
-from agent.topology.model import NodeTopology
-from agent.topology.nvlink import nvlink_pair_counts
-from agent.topology.paths import build_device_links
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nvlink import nvlink_pair_counts
+from kubenexus.topology.paths import build_device_links
 
 
 class UnusableHostRoot(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from agent.topology.cpulist import parse_cpulist, parse_cpumask
+from kubenexus.topology.cpulist import parse_cpulist, parse_cpumask
 
 _MAX_LINKS = 40
 

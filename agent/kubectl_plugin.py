@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from agent.publish import ApiUnavailable, Published, PublishError, connect, read_published
-from agent.topology.json_codec import dumps
-from agent.topology.labels import MODEL_KEY, decode_node_metadata
-from agent.topology.model import NodeTopology
-from agent.topology.nrt import decode_nrt
-from agent.topology.table import render_table
-from agent.topology.topo_matrix import render_topo_matrix
+from kubenexus.topology.json_codec import dumps
+from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nrt import decode_nrt
+from kubenexus.topology.table import render_table
+from kubenexus.topology.topo_matrix import render_topo_matrix
 
 EXIT_ERROR = 1
 

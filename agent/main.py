@@ -12,14 +12,14 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from agent import __version__
 from agent.discovery import UnusableHostRoot, discover
 from agent.hostfs import HostFS
 from agent.sources.nvml import load_nvml
-from agent.topology.json_codec import dumps
-from agent.topology.model import NodeTopology
-from agent.topology.table import render_table
-from agent.topology.topo_matrix import TopoParseError, parse_topo_matrix, render_topo_matrix
+from kubenexus import __version__
+from kubenexus.topology.json_codec import dumps
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.table import render_table
+from kubenexus.topology.topo_matrix import TopoParseError, parse_topo_matrix, render_topo_matrix
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70

@@ -36,7 +36,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from agent.topology.labels import NodeMetadata, is_owned_key
+from kubenexus.topology.labels import NodeMetadata, is_owned_key
 
 NRT_GROUP = "topology.node.k8s.io"
 NRT_VERSION = "v1alpha2"

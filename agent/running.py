@@ -32,10 +32,10 @@ from agent.publish import (
 from agent.serving import AgentMetrics, Health, HealthServer, json_logging
 from agent.sources.kubelet import KubeletOverrides, ZoneReading, read_kubelet_settings, read_zone_resources
 from agent.sources.nvml import load_nvml
-from agent.topology.labels import encode_node_metadata
-from agent.topology.model import DiscoveryWarning, NodeTopology
-from agent.topology.nrt import encode_nrt
-from agent.topology.podfingerprint import METHOD_ALL
+from kubenexus.topology.labels import encode_node_metadata
+from kubenexus.topology.model import DiscoveryWarning, NodeTopology
+from kubenexus.topology.nrt import encode_nrt
+from kubenexus.topology.podfingerprint import METHOD_ALL
 
 EXIT_OK = 0
 EXIT_PUBLISH_FAILED = 1

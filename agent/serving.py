@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from agent.jsonlog import JsonFormatter
+from kubenexus.jsonlog import JsonFormatter
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.topology.model import NodeTopology
+from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
 from placement.core.feasibility import IntArray, NodeArrays, demand_of
 from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, nic_local_gpus, plan_gang

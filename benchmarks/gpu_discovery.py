@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent.discovery import discover
 from agent.hostfs import HostFS
-from agent.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
+from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
 from tests.fake_nvml import FakeNvml
 from tests.fake_sysfs import build_two_socket_host
 from tests.gpu_machines import DGX_A100, HGX_H100, GpuMachine

@@ -46,8 +46,8 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from agent.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.gpu_sets import GpuLinkTable, SetScore, build_gpu_link_table, choose_gpu_set, score_gpu_set
 from placement.sim.gpuallocator import BestEffortBaseline, OverBudget
 

@@ -14,7 +14,7 @@ import statistics
 import time
 import tracemalloc
 
-from agent.topology.model import NodeTopology
+from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
 from placement.core.feasibility import demand_of
 from placement.core.topology_manager import Container, Pod, QOSClass

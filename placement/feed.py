@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.topology.json_codec import TopologyDecodeError
-from agent.topology.labels import MODEL_KEY, decode_node_metadata
-from agent.topology.model import NodeTopology
-from agent.topology.nrt import decode_nrt
+from kubenexus.topology.json_codec import TopologyDecodeError
+from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nrt import decode_nrt
 from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
 from placement.state.cluster_index import ClusterIndex
 from placement.state.pods import PodParseError, PodUsage, pod_usage

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent import __version__
-from agent.jsonlog import JsonFormatter
-from agent.topology import json_codec
-from agent.topology.model import NodeTopology
+from kubenexus import __version__
+from kubenexus.jsonlog import JsonFormatter
+from kubenexus.topology import json_codec
+from kubenexus.topology.model import NodeTopology
 from placement.demo import build_demo_cluster, run_demo
 from placement.engine import CoordinatedGangs, PlacementEngine
 from placement.metrics import PlacementMetrics

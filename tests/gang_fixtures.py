@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from agent.topology.labels import FABRIC_CLIQUE_KEY
-from agent.topology.model import (
+from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
+from kubenexus.topology.model import (
     DeviceLink,
     Distances,
     Gpu,
@@ -27,8 +27,8 @@ from agent.topology.model import (
     ResourceAmount,
     ZoneResources,
 )
-from agent.topology.nrt import cell_resources
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.nrt import cell_resources
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.feasibility import IntArray, demand_of, node_resources
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, nic_local_gpus, plan_gang
 from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY, SPREAD_KEY, SpreadPolicy

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 
 import pynvml
 
-from agent.topology.cpulist import parse_cpulist
-from agent.topology.model import PciDevice
+from kubenexus.topology.cpulist import parse_cpulist
+from kubenexus.topology.model import PciDevice
 
 NVIDIA = 0x10DE
 MELLANOX = 0x15B3

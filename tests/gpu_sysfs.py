@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.topology.cpulist import format_cpulist
+from kubenexus.topology.cpulist import format_cpulist
 from tests.gpu_machines import GpuMachine, pci_devices
 
 

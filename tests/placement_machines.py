@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent.topology.model import (
+from kubenexus.topology.model import (
     DeviceLink,
     Distances,
     Gpu,
@@ -25,8 +25,8 @@ from agent.topology.model import (
     ResourceAmount,
     ZoneResources,
 )
-from agent.topology.nrt import cell_resources
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.nrt import cell_resources
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from tests.conftest import GPU_DIR
 
 GIB = 1024**3

@@ -20,9 +20,9 @@ import kmock
 from kubernetes import client, config
 
 from agent.publish import KubeApi, Publisher
-from agent.topology.labels import encode_node_metadata
-from agent.topology.model import NodeTopology
-from agent.topology.nrt import encode_nrt
+from kubenexus.topology.labels import encode_node_metadata
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nrt import encode_nrt
 from placement.engine import CoordinatedGangs, PlacementEngine
 from placement.feed import Backoff, ClusterFeed
 from placement.kubeapi import KubeClient, connect

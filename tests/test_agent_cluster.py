@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agent.main import main
-from agent.topology.labels import MODEL_KEY, decode_node_metadata
-from agent.topology.nrt import decode_nrt
+from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
+from kubenexus.topology.nrt import decode_nrt
 from tests.fake_sysfs import build_two_socket_host, write
 from tests.gpu_machines import L40S_4X
 from tests.gpu_sysfs import build_gpu_sysfs

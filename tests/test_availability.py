@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.topology.availability import (
+from kubenexus.topology.availability import (
     AllocatableResources,
     ContainerResources,
     DeviceSet,
@@ -15,8 +15,8 @@ from agent.topology.availability import (
     pod_set_fingerprint,
     zone_resources,
 )
-from agent.topology.model import HugePages, Machine, NodeTopology, NumaCell, ResourceAmount, ZoneResources
-from agent.topology.podfingerprint import METHOD_EXCLUDE_TERMINAL, METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
+from kubenexus.topology.model import HugePages, Machine, NodeTopology, NumaCell, ResourceAmount, ZoneResources
+from kubenexus.topology.podfingerprint import METHOD_EXCLUDE_TERMINAL, METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
 
 GiB = 1 << 30
 

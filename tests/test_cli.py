@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.topology.json_codec import loads
+from kubenexus.topology.json_codec import loads
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_sysfs import build_two_socket_host
 

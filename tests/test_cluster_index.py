@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.topology.labels import encode_node_metadata
-from agent.topology.nrt import encode_nrt
-from agent.topology.podfingerprint import pods_fingerprint
+from kubenexus.topology.labels import encode_node_metadata
+from kubenexus.topology.nrt import encode_nrt
+from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.feasibility import PolicyCode, ScopeCode, demand_of
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.state.cluster_index import ClusterIndex

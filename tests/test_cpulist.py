@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.topology.cpulist import format_cpulist, parse_cpulist, parse_cpumask
+from kubenexus.topology.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agent.topology.model import NodeTopology, ResourceAmount, ZoneResources
-from agent.topology.nrt import cell_resources
+from kubenexus.topology.model import NodeTopology, ResourceAmount, ZoneResources
+from kubenexus.topology.nrt import cell_resources
 from placement.core.decision import order_of, rank
 from placement.core.feasibility import GPU_SHARE, PodDemand, demand_of
 from placement.core.intent import NumaIntentPolicy, PodIntent

@@ -10,9 +10,9 @@ import pytest
 
 from agent.discovery import discover
 from agent.hostfs import HostFS
-from agent.topology import json_codec
-from agent.topology.model import NodeTopology, PathKind
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology import json_codec
+from kubenexus.topology.model import NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.intent import POLICY_KEY, NumaIntentPolicy
 from placement.demo import (
     FLEET,

@@ -10,7 +10,7 @@ import yaml
 
 from agent.main import build_parser
 from agent.publish import NRT_GROUP, NRT_PLURAL
-from agent.topology.labels import OWNED_PREFIXES
+from kubenexus.topology.labels import OWNED_PREFIXES
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "deploy" / "agent"
 EXPECTED = {

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.discovery import UnusableHostRoot, discover
 from agent.hostfs import HostFS
-from agent.topology.model import HugePages, MemoryKind, MemorySideCache
+from kubenexus.topology.model import HugePages, MemoryKind, MemorySideCache
 from tests.fake_sysfs import build_two_socket_host
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.topology.labels import encode_node_metadata
-from agent.topology.model import NodeTopology
+from kubenexus.topology.labels import encode_node_metadata
+from kubenexus.topology.model import NodeTopology
 from placement.engine import GangOutcome, GangSpec, PermitOutcome, PlacementEngine
 from placement.feed import ClusterFeed
 from placement.pod_spec import ContainerSpec, PendingPod, PodSpec

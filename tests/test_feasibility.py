@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.topology.model import NodeTopology, PathKind
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.model import NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.feasibility import (
     CPU,
     MAX_NUMA,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from agent.topology.labels import FABRIC_CLIQUE_KEY
+from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from placement.core.feasibility import demand_of
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, NodeGpus, Workspace, member_capacity
 from placement.core.podgroup import SpreadPolicy

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.topology.model import NodeTopology
+from kubenexus.topology.model import NodeTopology
 from placement.core.topology_manager import Pod
 from placement.state.gangs import GangConfig
 from placement.state.reservations import PodRequest

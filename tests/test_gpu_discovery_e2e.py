@@ -10,9 +10,9 @@ import pytest
 
 from agent.discovery import discover
 from agent.hostfs import HostFS
-from agent.topology.json_codec import dumps, loads
-from agent.topology.model import NodeTopology, PathKind
-from agent.topology.topo_matrix import parse_topo_matrix, render_topo_matrix
+from kubenexus.topology.json_codec import dumps, loads
+from kubenexus.topology.model import NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import parse_topo_matrix, render_topo_matrix
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FakeNvml
 from tests.fake_sysfs import build_one_cell_vm, build_two_socket_host

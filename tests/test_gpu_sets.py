@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
-from agent.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table, choose_gpu_set, score_gpu_set
 from tests.conftest import GPU_DIR, require_shared
 

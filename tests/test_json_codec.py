@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from agent.discovery import discover
 from agent.hostfs import HostFS
-from agent.topology.json_codec import TopologyDecodeError, dumps, loads, to_dict
-from agent.topology.model import (
+from kubenexus.topology.json_codec import TopologyDecodeError, dumps, loads, to_dict
+from kubenexus.topology.model import (
     SCHEMA_VERSION,
     DeviceLink,
     DiscoveryWarning,

@@ -28,9 +28,9 @@ from agent.sources.kubelet import (
     read_kubelet_settings,
     read_zone_resources,
 )
-from agent.topology.availability import DeviceSet
-from agent.topology.model import HugePages, KubeletSettings, Machine, NodeTopology, NumaCell, ZoneResources
-from agent.topology.podfingerprint import METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
+from kubenexus.topology.availability import DeviceSet
+from kubenexus.topology.model import HugePages, KubeletSettings, Machine, NodeTopology, NumaCell, ZoneResources
+from kubenexus.topology.podfingerprint import METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
 
 RECORDINGS = Path(__file__).parent / "kubelet_recordings"
 GiB = 1 << 30

@@ -21,9 +21,9 @@ from agent.discovery import discover
 from agent.hostfs import HostFS
 from agent.sources.nvml import discover_gpus
 from agent.sources.pci import discover_pci
-from agent.topology import labels as labels_module
-from agent.topology.json_codec import TopologyDecodeError, to_dict
-from agent.topology.labels import (
+from kubenexus.topology import labels as labels_module
+from kubenexus.topology.json_codec import TopologyDecodeError, to_dict
+from kubenexus.topology.labels import (
     ENCODING_GZIP_BASE64,
     ENCODING_JSON,
     MODEL_ENCODING_KEY,
@@ -38,7 +38,7 @@ from agent.topology.labels import (
     valid_label_key,
     valid_label_value,
 )
-from agent.topology.model import (
+from kubenexus.topology.model import (
     SCHEMA_VERSION,
     DeviceLink,
     DiscoveryWarning,
@@ -54,9 +54,9 @@ from agent.topology.model import (
     NvLinkRemote,
     PathKind,
 )
-from agent.topology.nvlink import nvlink_pair_counts
-from agent.topology.paths import build_device_links
-from agent.topology.topo_matrix import CPU_AFFINITY, parse_topo_matrix
+from kubenexus.topology.nvlink import nvlink_pair_counts
+from kubenexus.topology.paths import build_device_links
+from kubenexus.topology.topo_matrix import CPU_AFFINITY, parse_topo_matrix
 from tests.conftest import GPU_DIR, SnapshotUnpacker, hwloc_snapshot_names, require_shared
 from tests.fake_nvml import FakeNvml
 from tests.gpu_machines import ALL_MACHINES, GB200_CLIQUE_ID, GB200_CLUSTER_UUID, GpuMachine

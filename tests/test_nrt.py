@@ -14,9 +14,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from agent.topology.json_codec import TopologyDecodeError
-from agent.topology.labels import ENCODING_GZIP_BASE64, ENCODING_JSON
-from agent.topology.model import (
+from kubenexus.topology.json_codec import TopologyDecodeError
+from kubenexus.topology.labels import ENCODING_GZIP_BASE64, ENCODING_JSON
+from kubenexus.topology.model import (
     DeviceLink,
     DiscoveryWarning,
     Gpu,
@@ -26,7 +26,7 @@ from agent.topology.model import (
     ResourceAmount,
     ZoneResources,
 )
-from agent.topology.nrt import (
+from kubenexus.topology.nrt import (
     API_VERSION,
     FINGERPRINT_ATTRIBUTE,
     FINGERPRINT_METHOD_ATTRIBUTE,

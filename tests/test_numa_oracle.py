@@ -18,7 +18,7 @@ import pytest
 from agent.hostfs import HostFS
 from agent.sources.cpu import discover_machine
 from agent.sources.numa import NumaReport, discover_numa
-from agent.topology.model import MemoryKind
+from kubenexus.topology.model import MemoryKind
 from tests.conftest import HWLOC_DIR, hwloc_snapshot_names
 
 Unpack = Callable[[str], Path]

@@ -13,8 +13,8 @@ import pytest
 
 from agent.hostfs import HostFS
 from agent.sources.nvml import GpuReport, discover_gpus, load_nvml, normalise_bus_id
-from agent.topology.model import NvLinkRemote, PathKind
-from agent.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
+from kubenexus.topology.model import NvLinkRemote, PathKind
+from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FUNCTIONS, FakeNvml
 from tests.gpu_machines import (

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from agent.hostfs import HostFS
 from agent.sources.pci import PciReport, bus_id_key, discover_pci
-from agent.topology.cpulist import parse_cpulist
-from agent.topology.model import Nic, PciDevice
+from kubenexus.topology.cpulist import parse_cpulist
+from kubenexus.topology.model import Nic, PciDevice
 from tests.conftest import HWLOC_DIR, SnapshotUnpacker, hwloc_snapshot_names
 
 # --------------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ import itertools
 
 import pytest
 
-from agent.topology.model import DeviceLink, Gpu, Nic, PathKind, PciDevice
-from agent.topology.paths import build_device_links, classify_pci_path
+from kubenexus.topology.model import DeviceLink, Gpu, Nic, PathKind, PciDevice
+from kubenexus.topology.paths import build_device_links, classify_pci_path
 
 GPU_CLASS = 0x030200
 NIC_CLASS = 0x020700

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from agent.topology.podfingerprint import (
+from kubenexus.topology.podfingerprint import (
     ATTRIBUTE,
     ATTRIBUTE_METHOD,
     METHOD_ALL,

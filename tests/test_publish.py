@@ -24,7 +24,7 @@ from agent.publish import (
     plan_node_patch,
     plan_nrt_write,
 )
-from agent.topology.labels import NodeMetadata
+from kubenexus.topology.labels import NodeMetadata
 
 OWNED = "numa.kubenexus.io/node-count"
 POOL = urllib3.HTTPConnectionPool("127.0.0.1", 9)

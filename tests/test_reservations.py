@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.topology.podfingerprint import pods_fingerprint
+from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.state.cluster_index import ClusterIndex

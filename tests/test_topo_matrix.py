@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.topology.model import DeviceLink, Gpu, Machine, Nic, NodeTopology, PathKind
-from agent.topology.topo_matrix import (
+from kubenexus.topology.model import DeviceLink, Gpu, Machine, Nic, NodeTopology, PathKind
+from kubenexus.topology.topo_matrix import (
     CPU_AFFINITY,
     GPU_NUMA_ID,
     NUMA_AFFINITY,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.hostfs import HostFS, HostFSError
-from agent.topology.cpulist import format_cpulist
-from agent.topology.model import DiscoveryWarning, Machine
+from kubenexus.topology.cpulist import format_cpulist
+from kubenexus.topology.model import DiscoveryWarning, Machine
 
 CPU_DIR = "/sys/devices/system/cpu"
 _CPU_NAME = re.compile(r"cpu(\d+)")

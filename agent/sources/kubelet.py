@@ -19,7 +19,7 @@ import yaml
 
 from agent.hostfs import HostFS, HostFSError
 from agent.podresources.v1 import api_pb2, api_pb2_grpc
-from agent.topology.availability import (
+from kubenexus.topology.availability import (
     AllocatableResources,
     ContainerResources,
     DeviceSet,
@@ -28,9 +28,9 @@ from agent.topology.availability import (
     pod_set_fingerprint,
     zone_resources,
 )
-from agent.topology.cpulist import parse_cpulist
-from agent.topology.model import DiscoveryWarning, KubeletSettings, NodeTopology, ZoneResources
-from agent.topology.podfingerprint import METHOD_ALL
+from kubenexus.topology.cpulist import parse_cpulist
+from kubenexus.topology.model import DiscoveryWarning, KubeletSettings, NodeTopology, ZoneResources
+from kubenexus.topology.podfingerprint import METHOD_ALL
 
 SOURCE = "kubelet"
 DEFAULT_CONFIG_PATH = "/var/lib/kubelet/config.yaml"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from agent.hostfs import HostFS, HostFSError
-from agent.topology.model import (
+from kubenexus.topology.model import (
     DiscoveryWarning,
     Distances,
     HugePages,

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from agent.hostfs import HostFS, HostFSError
-from agent.topology.model import DiscoveryWarning, Gpu, NvLink, NvLinkRemote, PathKind, PciDevice
+from kubenexus.topology.model import DiscoveryWarning, Gpu, NvLink, NvLinkRemote, PathKind, PciDevice
 
 SOURCE = "nvml"
 NVIDIA_VENDOR_ID = 0x10DE

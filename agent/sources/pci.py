@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agent.hostfs import HostFS, HostFSError
-from agent.topology.model import DiscoveryWarning, Nic, PciDevice
+from kubenexus.topology.model import DiscoveryWarning, Nic, PciDevice
 
 PCI_BUS = "/sys/bus/pci"
 PCI_DEVICES = "/sys/bus/pci/devices"

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent.topology.nrt import GPU_RESOURCE
+from kubenexus.topology.nrt import GPU_RESOURCE
 from placement.core.feasibility import CPU, GPU_MILLI, GPU_SHARE, NodeArrays, PodDemand
 from placement.core.gpu_sets import choose_shared_gpu
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from agent.topology.model import NodeTopology, PathKind
+from kubenexus.topology.model import NodeTopology, PathKind
 from placement.core.decision import GPU_RESOURCE, plan_on_node
 from placement.core.feasibility import (
     CPU,

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.topology.model import DeviceLink, NodeTopology, PathKind
+from kubenexus.topology.model import DeviceLink, NodeTopology, PathKind
 
 UNKNOWN_RANK = 0
 _PCIE_RANKS = {PathKind.SYS: 1, PathKind.NODE: 2, PathKind.PHB: 3, PathKind.PXB: 4, PathKind.PIX: 5}

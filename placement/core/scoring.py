@@ -30,7 +30,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from agent.topology.nrt import GPU_RESOURCE
+from kubenexus.topology.nrt import GPU_RESOURCE
 from placement.core.feasibility import FloatArray, IntArray, NodeArrays, PodDemand, allowed_cells, cell_requests
 from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from agent.topology import json_codec
-from agent.topology.model import NodeTopology
-from agent.topology.nrt import GPU_RESOURCE
+from kubenexus.topology import json_codec
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nrt import GPU_RESOURCE
 from placement.core.feasibility import demand_of
 from placement.core.intent import POLICY_KEY
 from placement.core.podgroup import MIN_AVAILABLE_KEY

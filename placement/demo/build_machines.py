@@ -1,14 +1,14 @@
 """The demo cluster's machine types, from a compact description to the project's own JSON.
 
 ``python -m placement.demo.build_machines`` writes ``placement/demo/machines/<name>.json`` (the
-``agent.topology.json_codec`` form of a ``NodeTopology``, exactly what ``kubenexus-agent discover
+``kubenexus.topology.json_codec`` form of a ``NodeTopology``, exactly what ``kubenexus-agent discover
 --format json`` prints); ``--check`` only compares and exits 1 when a file differs. The files are
 committed, so the demo needs neither this module's run nor any captured data, and a test keeps them
 equal to what this module builds.
 
 Each machine is built the way the agent builds a real one: PCI functions with their bridge paths,
-GPUs with their NVLinks, NICs; then ``agent.topology.paths.build_device_links`` and
-``agent.topology.nvlink.nvlink_pair_counts`` derive the GPU/NIC matrix, so the links are the
+GPUs with their NVLinks, NICs; then ``kubenexus.topology.paths.build_device_links`` and
+``kubenexus.topology.nvlink.nvlink_pair_counts`` derive the GPU/NIC matrix, so the links are the
 agent's own answer for that PCIe tree, not typed in.
 
 Published facts used (``../shared/data/gpu`` holds the captures named):
@@ -60,8 +60,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.topology import json_codec
-from agent.topology.model import (
+from kubenexus.topology import json_codec
+from kubenexus.topology.model import (
     Distances,
     Gpu,
     HugePages,
@@ -78,10 +78,10 @@ from agent.topology.model import (
     PciDevice,
     ZoneResources,
 )
-from agent.topology.nrt import MEMORY, METHOD_WITH_EXCLUSIVE_RESOURCES, cell_resources
-from agent.topology.nvlink import nvlink_pair_counts
-from agent.topology.paths import build_device_links
-from agent.topology.podfingerprint import pods_fingerprint
+from kubenexus.topology.nrt import MEMORY, METHOD_WITH_EXCLUSIVE_RESOURCES, cell_resources
+from kubenexus.topology.nvlink import nvlink_pair_counts
+from kubenexus.topology.paths import build_device_links
+from kubenexus.topology.podfingerprint import pods_fingerprint
 
 MACHINES_DIR = Path(__file__).parent / "machines"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
-from agent.topology.model import DeviceLink, NodeTopology, PathKind
+from kubenexus.topology.model import DeviceLink, NodeTopology, PathKind
 
 # go-gpuallocator's pair score for the PCIe part (P2PLink* types) and per NVLink.
 _P2P_SCORE = {PathKind.SYS: 10, PathKind.NODE: 20, PathKind.PHB: 30, PathKind.PXB: 40, PathKind.PIX: 50}

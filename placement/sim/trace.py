@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.topology.model import (
+from kubenexus.topology.model import (
     DeviceLink,
     Distances,
     Gpu,

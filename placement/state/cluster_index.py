@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent.topology.labels import decode_node_metadata, local_read_bandwidth
-from agent.topology.model import NodeTopology
-from agent.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
-from agent.topology.podfingerprint import pods_fingerprint
+from kubenexus.topology.labels import decode_node_metadata, local_read_bandwidth
+from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
+from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.feasibility import (
     CPU,
     GPU_MILLI,

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.topology.labels import FABRIC_CLIQUE_KEY
-from agent.topology.model import NodeTopology
+from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
+from kubenexus.topology.model import NodeTopology
 from placement.core.feasibility import FloatArray, IntArray, NodeArrays, demand_of
 from placement.core.gang import (
     GangMember,

@@ -16,7 +16,7 @@ import typing
 from functools import cache
 from typing import Any
 
-from agent.topology.model import SCHEMA_VERSION, NodeTopology
+from kubenexus.topology.model import SCHEMA_VERSION, NodeTopology
 
 
 class TopologyDecodeError(ValueError):

@@ -23,8 +23,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.topology.model import DiscoveryWarning, NodeTopology, ResourceAmount, ZoneResources
-from agent.topology.podfingerprint import METHOD_ALL, METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
+from kubenexus.topology.model import DiscoveryWarning, NodeTopology, ResourceAmount, ZoneResources
+from kubenexus.topology.podfingerprint import METHOD_ALL, METHOD_WITH_EXCLUSIVE_RESOURCES, pods_fingerprint
 
 SOURCE = "kubelet"
 CPU = "cpu"

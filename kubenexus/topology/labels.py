@@ -16,9 +16,9 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.topology.cpulist import format_cpulist
-from agent.topology.json_codec import TopologyDecodeError, dumps, loads
-from agent.topology.model import NodeTopology, NvLinkRemote, PathKind
+from kubenexus.topology.cpulist import format_cpulist
+from kubenexus.topology.json_codec import TopologyDecodeError, dumps, loads
+from kubenexus.topology.model import NodeTopology, NvLinkRemote, PathKind
 
 OWNED_PREFIXES = ("numa.kubenexus.io/", "gpu.kubenexus.io/", "topology.kubenexus.io/")
 NUMA_PREFIX, GPU_PREFIX, TOPOLOGY_PREFIX = OWNED_PREFIXES

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.topology.cpulist import format_cpulist
-from agent.topology.model import MemoryAttribute, NodeTopology, NumaCell, PciDevice
+from kubenexus.topology.cpulist import format_cpulist
+from kubenexus.topology.model import MemoryAttribute, NodeTopology, NumaCell, PciDevice
 
 # Like lstopo, the table names storage, network, display and compute functions; the chipset's
 # bridges, USB and system peripherals only count.

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.topology.cpulist import format_cpulist
-from agent.topology.json_codec import TopologyDecodeError
-from agent.topology.labels import ENCODING_JSON, decode_model, encode_model
-from agent.topology.model import Gpu, KubeletSettings, NodeTopology, NumaCell, ResourceAmount
+from kubenexus.topology.cpulist import format_cpulist
+from kubenexus.topology.json_codec import TopologyDecodeError
+from kubenexus.topology.labels import ENCODING_JSON, decode_model, encode_model
+from kubenexus.topology.model import Gpu, KubeletSettings, NodeTopology, NumaCell, ResourceAmount
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from agent.topology.model import DeviceLink, Gpu, Nic, PathKind, PciDevice
+from kubenexus.topology.model import DeviceLink, Gpu, Nic, PathKind, PciDevice
 
 _Value = TypeVar("_Value")
 

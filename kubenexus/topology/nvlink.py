@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from agent.topology.model import Gpu, NvLinkRemote
+from kubenexus.topology.model import Gpu, NvLinkRemote
 
 # A driver without nvmlDeviceGetNvLinkRemoteDeviceType leaves the type unknown; a remote bus id
 # that is one of our GPUs is then evidence enough of a direct link.

@@ -26,8 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.topology.cpulist import format_cpulist, parse_cpulist
-from agent.topology.model import DeviceLink, DiscoveryWarning, Gpu, Machine, Nic, NodeTopology, NumaCell, PathKind
+from kubenexus.topology.cpulist import format_cpulist, parse_cpulist
+from kubenexus.topology.model import DeviceLink, DiscoveryWarning, Gpu, Machine, Nic, NodeTopology, NumaCell, PathKind
 
 PLACEHOLDER_BUS_ID_PREFIX = "nvidia-smi:"
 CPU_AFFINITY = "CPU Affinity"
