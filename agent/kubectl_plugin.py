@@ -11,7 +11,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agent.publish import ApiUnavailable, Published, PublishError, connect, read_published
+from agent.publish import Published, PublishError, connect_nodes, read_published
+from kubenexus.kube.errors import ApiUnavailable
 from kubenexus.topology.json_codec import dumps
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        api = connect(args.kubeconfig, context=args.context, in_cluster=False)
+        api = connect_nodes(args.kubeconfig, context=args.context, in_cluster=False)
         published = read_published(api, args.node)
         topology, origin = _decode(args.node, published, args.source)
     except (ApiUnavailable, PublishError, ValueError) as error:

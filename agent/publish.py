@@ -20,7 +20,6 @@ patched key by key like the Node's.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import logging
@@ -30,28 +29,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
+from urllib.parse import quote
 
-import urllib3
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
-
+from kubenexus.kube.backoff import Backoff
+from kubenexus.kube.client import MERGE_PATCH, Json, KubeClient, connect
+from kubenexus.kube.errors import API_ERRORS, ApiError, describe, is_retryable
+from kubenexus.kube.paths import NODES_PATH, NRT_GROUP, NRT_PLURAL, NRT_VERSION, NRTS_PATH
 from kubenexus.topology.labels import NodeMetadata, is_owned_key
 
-NRT_GROUP = "topology.node.k8s.io"
-NRT_VERSION = "v1alpha2"
-NRT_PLURAL = "noderesourcetopologies"
-_NRT_PATH = f"/apis/{NRT_GROUP}/{NRT_VERSION}/{NRT_PLURAL}"
-MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "kubenexus-agent"
 # The NRT's identity and bookkeeping: everything else at the top level is content the agent owns.
 _NRT_ENVELOPE = frozenset({"apiVersion", "kind", "metadata"})
-# Short enough that one hung call cannot stall a pass past the readiness window.
-_REQUEST_TIMEOUT_S = (5.0, 20.0)
 
 log = logging.getLogger("kubenexus.publish")
-
-Json = dict[str, Any]
 
 
 class Mode(enum.StrEnum):
@@ -103,21 +93,12 @@ class RetryPolicy:
     max_delay_s: float = 30.0
 
     def delay(self, retry: int, rng: random.Random) -> float:
-        """Seconds to wait before retry number ``retry`` (0-based).
-
-        Exponential and capped; the jitter keeps a fleet of agents that lost the API server
-        together from coming back in lockstep, and the lower half bound keeps every wait useful.
-        """
-        ceiling = min(self.max_delay_s, self.base_delay_s * 2**retry)
-        return rng.uniform(ceiling / 2, ceiling)
+        """Seconds to wait before retry number ``retry`` (0-based): the shared ``Backoff``."""
+        return Backoff(self.base_delay_s, self.max_delay_s).delay(retry + 1, rng)
 
 
 class PublishError(Exception):
     """A failure that retrying will not fix (node missing, forbidden, CRD not installed)."""
-
-
-class ApiUnavailable(Exception):
-    """No usable cluster credentials: the kubeconfig or the in-cluster service account is missing."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,26 +151,6 @@ def _owned_keys_patch(current: Mapping[str, str], desired: Mapping[str, str]) ->
     return dict(sorted(changes.items()))
 
 
-def is_retryable(error: BaseException) -> bool:
-    """Conflicts, throttling, server errors and transport failures pass; a retry may succeed."""
-    if isinstance(error, ApiException):
-        status = error.status or 0
-        return status in (0, 409, 429) or status >= 500
-    return isinstance(error, urllib3.exceptions.HTTPError | OSError)
-
-
-def describe(error: BaseException) -> str:
-    """One line for the log: the HTTP status and the API server's message, or the transport error."""
-    if isinstance(error, ApiException):
-        message = error.reason or ""
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            message = json.loads(error.body or "")["message"]
-        return f"HTTP {error.status}: {message}".rstrip(": ")
-    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
-        return f"{type(error.reason).__name__}: {error.reason}"
-    return f"{type(error).__name__}: {error}"
-
-
 # ---------------------------------------------------------------------------------------------
 # I/O: the API calls.
 
@@ -204,41 +165,28 @@ class NodeApi(Protocol):
     def patch_nrt(self, name: str, patch: Json) -> None: ...
 
 
-class KubeApi:
-    """The five calls over the official client's ``ApiClient``, as raw JSON.
+class KubeNodeApi:
+    """The five calls over the shared ``KubeClient`` (``kubenexus.kube.client``: raw JSON, no generated models)."""
 
-    Not through ``CoreV1Api``: instantiating that generated class costs the agent about 21 MB
-    of pydantic validators for its ~400 methods (a third of its memory target), and deserialising
-    a whole Node into models costs time the agent does not need. Authentication, TLS and the
-    kubeconfig handling are the client's, unchanged.
-    """
-
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._client = api_client
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
 
     def read_node(self, name: str) -> Json:
-        try:
-            return self._request("GET", "/api/v1/nodes/{name}", name)
-        except ApiException as error:
-            if error.status == 404:
-                raise PublishError(f"node {name!r} not found (check --node-name / NODE_NAME)") from None
-            raise
+        node = self._client.get(f"{NODES_PATH}/{quote(name, safe='')}")
+        if node is None:
+            raise PublishError(f"node {name!r} not found (check --node-name / NODE_NAME)")
+        return node
 
     def patch_node(self, name: str, patch: Json) -> None:
-        self._request("PATCH", "/api/v1/nodes/{name}", name, body=patch, content_type=MERGE_PATCH)
+        self._client.merge_patch(f"{NODES_PATH}/{quote(name, safe='')}", patch)
 
     def read_nrt(self, name: str) -> Json | None:
-        try:
-            return self._request("GET", f"{_NRT_PATH}/{{name}}", name)
-        except ApiException as error:
-            if error.status == 404:
-                return None  # absent object, or the CRD is missing: creating tells which
-            raise
+        return self._client.get(f"{NRTS_PATH}/{quote(name, safe='')}")  # None: absent, or the CRD is missing
 
     def create_nrt(self, body: Json) -> None:
         try:
-            self._request("POST", _NRT_PATH, None, body=body, content_type="application/json")
-        except ApiException as error:
+            self._client.create(NRTS_PATH, body)
+        except ApiError as error:
             if error.status == 404:
                 raise PublishError(
                     f"the API server does not serve {NRT_PLURAL}.{NRT_GROUP}/{NRT_VERSION}; "
@@ -247,51 +195,13 @@ class KubeApi:
             raise
 
     def patch_nrt(self, name: str, patch: Json) -> None:
-        self._request("PATCH", f"{_NRT_PATH}/{{name}}", name, body=patch, content_type=MERGE_PATCH)
-
-    def _request(
-        self, method: str, path: str, name: str | None, *, body: Json | None = None, content_type: str | None = None
-    ) -> Json:
-        headers = {"Accept": "application/json"}
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        request = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            path_params={"name": name} if name is not None else None,
-            query_params=[("fieldManager", FIELD_MANAGER)] if method != "GET" else None,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = self._client.call_api(*request, _request_timeout=_REQUEST_TIMEOUT_S)
-        data: bytes = response.read()  # type: ignore[no-untyped-call]
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
-        document = json.loads(data)
-        if not isinstance(document, dict):
-            raise ValueError(f"the API server answered with a JSON {type(document).__name__}, expected an object")
-        return document
+        self._client.merge_patch(f"{NRTS_PATH}/{quote(name, safe='')}", patch)
 
 
-def connect(kubeconfig: str | None, *, context: str | None = None, in_cluster: bool = True) -> KubeApi:
-    """An API connection from ``kubeconfig``, else (``in_cluster``) the pod's service account, else
-    the default kubeconfig (``KUBECONFIG``, ``~/.kube/config``) as kubectl finds it."""
-    configuration = client.Configuration()
-    try:
-        if kubeconfig is None and in_cluster:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-    except (ConfigException, OSError) as error:
-        where = "the in-cluster service account" if kubeconfig is None and in_cluster else "the kubeconfig"
-        raise ApiUnavailable(f"cannot load {where}: {error}") from None
-    # The publisher owns retrying (with backoff and a re-read); urllib3's own immediate retries
-    # would only multiply the requests an outage costs.
-    configuration.retries = 0
-    return KubeApi(client.ApiClient(configuration))
+def connect_nodes(kubeconfig: str | None, *, context: str | None = None, in_cluster: bool = True) -> KubeNodeApi:
+    """The node calls over a connection from ``kubeconfig``, else (``in_cluster``) the pod's service account,
+    else the default kubeconfig; ``ApiUnavailable`` without usable credentials."""
+    return KubeNodeApi(connect(kubeconfig, context=context, in_cluster=in_cluster, field_manager=FIELD_MANAGER))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +222,7 @@ def read_published(api: NodeApi, node_name: str) -> Published:
     try:
         node = api.read_node(node_name)
         nrt = api.read_nrt(node_name)
-    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+    except API_ERRORS as error:
         raise PublishError(f"cannot read node {node_name!r}: {describe(error)}") from None
     metadata = node.get("metadata") or {}
     return Published(metadata.get("labels") or {}, metadata.get("annotations") or {}, nrt)

@@ -21,17 +21,19 @@ from types import FrameType
 from agent.discovery import UnusableHostRoot, discover
 from agent.hostfs import HostFS
 from agent.publish import (
-    ApiUnavailable,
     Mode,
     Outcome,
     Publisher,
     PublishResult,
     RetryPolicy,
-    connect,
+    connect_nodes,
 )
-from agent.serving import AgentMetrics, Health, HealthServer, json_logging
+from agent.serving import AgentMetrics, Health
 from agent.sources.kubelet import KubeletOverrides, ZoneReading, read_kubelet_settings, read_zone_resources
 from agent.sources.nvml import load_nvml
+from kubenexus.http_endpoint import HttpEndpoint
+from kubenexus.jsonlog import json_logging
+from kubenexus.kube.errors import ApiUnavailable
 from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import DiscoveryWarning, NodeTopology
 from kubenexus.topology.nrt import encode_nrt
@@ -71,7 +73,7 @@ def run_agent(options: RunOptions, *, debug: bool = False, stop: threading.Event
 
 def _run_agent(options: RunOptions, stop: threading.Event) -> int:
     try:
-        api = connect(options.kubeconfig)
+        api = connect_nodes(options.kubeconfig)
     except ApiUnavailable as error:
         log.error("no Kubernetes API credentials", extra={"error": str(error)})
         return EXIT_USAGE
@@ -81,7 +83,12 @@ def _run_agent(options: RunOptions, stop: threading.Event) -> int:
     server = None
     if options.metrics_address:
         try:
-            server = HealthServer(options.metrics_address, metrics, health).start()
+            server = HttpEndpoint(
+                options.metrics_address,
+                metrics.registry,
+                ready=health.ready,
+                not_ready="no successful publish recently",
+            ).start()
         except (ValueError, OSError) as error:
             log.error("cannot serve metrics", extra={"address": options.metrics_address, "error": str(error)})
             return EXIT_USAGE

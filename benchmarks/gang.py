@@ -30,9 +30,9 @@ import numpy as np
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
-from placement.core.feasibility import IntArray, NodeArrays, demand_of
 from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, nic_local_gpus, plan_gang
 from placement.core.podgroup import SpreadPolicy
+from placement.core.vocabulary import IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
 from tests.gang_fixtures import pcie_node, pod
 from tests.placement_machines import cpu_node, kubelet, nvswitch_node

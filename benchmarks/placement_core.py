@@ -16,8 +16,8 @@ import tracemalloc
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
-from placement.core.feasibility import demand_of
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.core.vocabulary import demand_of
 from placement.state.cluster_index import ClusterIndex
 from tests.placement_machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
 

@@ -35,14 +35,15 @@ from typing import Any
 import grpc
 import psutil
 
+from placement.api.interceptor import SERVICE_NAME
+from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
-from placement.core.feasibility import demand_of
+from placement.core.pods import PodUsage
 from placement.core.topology_manager import Container, Pod
-from placement.engine import PlacementEngine
-from placement.server import SERVICE_NAME, PlacementServer, ServerOptions
+from placement.core.vocabulary import demand_of
+from placement.service.engine import PlacementEngine
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodUsage
 
 TARGET_P99_MS = 5.0
 TARGET_DECISIONS_PER_S = 500.0

@@ -1,13 +1,15 @@
 """Structured logs shared by both programs: one JSON object per line on stderr.
 
-Standard library only, so the placement service can use it without loading anything else of the agent.
+Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 # LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
@@ -28,3 +30,20 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return json.dumps(document, default=str)
+
+
+@contextlib.contextmanager
+def json_logging(stream: Any, *, level: int = logging.INFO) -> Iterator[None]:
+    """Every logger (ours, urllib3's, ...) writes JSON lines to ``stream`` while the block runs;
+    other handlers (a test runner's capture) are left alone."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    previous_level = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous_level)

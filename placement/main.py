@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,14 +20,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kubenexus import __version__
-from kubenexus.jsonlog import JsonFormatter
+from kubenexus.http_endpoint import HttpEndpoint
+from kubenexus.jsonlog import json_logging
+from kubenexus.kube.lease_flags import add_lease_arguments
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology
+from placement.api.metrics import PlacementMetrics
+from placement.api.server import PlacementServer, ServerOptions, TlsFiles
 from placement.demo import build_demo_cluster, run_demo
-from placement.engine import CoordinatedGangs, PlacementEngine
-from placement.metrics import PlacementMetrics
-from placement.server import PlacementServer, ServerOptions, TlsFiles
-from placement.shim.flags import add_binder_arguments, add_extender_arguments, add_lease_arguments
+from placement.service.engine import PlacementEngine
+from placement.service.gangs import CoordinatedGangs
+from placement.shim.flags import add_binder_arguments, add_extender_arguments
 from placement.sim.cli import add_simulate_command
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
@@ -34,7 +38,6 @@ from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement")
 
-# LogRecord's own attributes; anything else on a record came from ``extra=`` and becomes a field.
 _DISCOVERY_TIMEOUT_S = 60.0
 _TICK_S = 1.0  # gang permit timeouts are seconds long (default 10 s)
 
@@ -92,9 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    with json_logging(sys.stderr, level=getattr(logging, args.log_level.upper())):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "simulate":
         return int(args.handler(args))
     if args.command in ("extender", "binder"):
@@ -134,7 +139,12 @@ async def _serve(args: argparse.Namespace) -> int:
         metrics = PlacementMetrics(engine)
         if args.metrics_address:
             try:
-                metrics.serve_http(args.metrics_address)
+                HttpEndpoint(
+                    args.metrics_address,
+                    metrics.registry,
+                    ready=engine.is_synced,
+                    not_ready="the cluster cache is not synced",
+                ).start()
             except (OSError, ValueError) as error:
                 raise StartError(f"cannot serve metrics on {args.metrics_address}: {error}") from None
         server = PlacementServer(engine, options, metrics=metrics)
@@ -176,10 +186,14 @@ def _demo_engine() -> PlacementEngine:
 
 
 def _discover_this_machine() -> NodeTopology:
-    """This machine's topology from ``kubenexus-agent discover`` in a child process: the import contracts keep
-    host access in the agent, so the placement service reads it back through the model's codec."""
+    """This machine's topology as the agent program reports it (``kubenexus-agent discover --format json``),
+    read back with the shared model's codec: the two programs share the model, never each other's code."""
+    here = os.path.dirname(sys.executable)
+    agent = shutil.which("kubenexus-agent", path=os.pathsep.join((here, os.environ.get("PATH", ""))))
+    if agent is None:
+        raise RuntimeError("kubenexus-agent is not installed beside this program")
     result = subprocess.run(
-        [sys.executable, "-m", "agent.main", "discover", "--format", "json"],
+        [agent, "discover", "--format", "json"],
         capture_output=True,
         text=True,
         timeout=_DISCOVERY_TIMEOUT_S,
@@ -193,13 +207,14 @@ def _discover_this_machine() -> NodeTopology:
 
 def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable[[], None]]:
     # The Kubernetes client (30 MB) is loaded only for a real cluster, not for the demo.
-    from placement.feed import ClusterFeed  # noqa: PLC0415
-    from placement.kubeapi import ApiUnavailable, connect  # noqa: PLC0415
-    from placement.leader import LeaderElector  # noqa: PLC0415
-    from placement.shim.commands import lease_config  # noqa: PLC0415
+    from kubenexus.kube.client import connect  # noqa: PLC0415
+    from kubenexus.kube.errors import ApiUnavailable  # noqa: PLC0415
+    from kubenexus.kube.leader import LeaderElector, LeaseConfig, PodLabel  # noqa: PLC0415
+    from placement.cluster.feed import ClusterFeed  # noqa: PLC0415
+    from placement.core.annotations import FIELD_MANAGER, LEADER_LABEL  # noqa: PLC0415
 
     try:
-        api = connect(args.kubeconfig, context=args.context)
+        api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
     except ApiUnavailable as error:
         raise StartError(str(error)) from None
     index = ClusterIndex()
@@ -209,18 +224,19 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         api,
         index,
         reservations,
-        on_pod=gangs.observe_pod_event,
+        on_pod=gangs.observe_pod,
         on_node=gangs.coordinator.observe_node,
         on_node_removed=gangs.coordinator.forget_node,
     )
     elector = None
     if args.leader_elect:
         try:
-            config = lease_config(args)
+            config = LeaseConfig.from_flags(args)
         except ValueError as error:
             raise UsageError(str(error)) from None
         pod_namespace = os.environ.get("POD_NAMESPACE")
-        elector = LeaderElector(api, config, label_pod=(pod_namespace, config.identity) if pod_namespace else None)
+        label = PodLabel(pod_namespace, config.identity, LEADER_LABEL) if pod_namespace else None
+        elector = LeaderElector(api, config, label_pod=label)
     engine = PlacementEngine(
         index=index,
         reservations=reservations,

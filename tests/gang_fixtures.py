@@ -29,15 +29,17 @@ from kubenexus.topology.model import (
 )
 from kubenexus.topology.nrt import cell_resources
 from kubenexus.topology.topo_matrix import parse_topo_matrix
-from placement.core.feasibility import IntArray, demand_of, node_resources
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SPREAD_KEY
+from placement.core.feasibility import node_resources
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, nic_local_gpus, plan_gang
-from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY, SPREAD_KEY, SpreadPolicy
+from placement.core.podgroup import SpreadPolicy
+from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, Pod, QOSClass, admit
+from placement.core.vocabulary import IntArray, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import DEFAULT_RACK_KEY as RACK
 from placement.state.gangs import DEFAULT_ZONE_KEY as ZONE
-from placement.state.gangs import GangConfig, GangCoordinator, MemberPod
-from placement.state.pods import PodUsage
+from placement.state.gangs import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
 from tests.conftest import GPU_DIR
 from tests.placement_machines import GIB, kubelet
@@ -124,11 +126,11 @@ def member(
     priority: int = 0,
     namespace: str = "ns",
     **shape: int,
-) -> MemberPod:
-    labels = {NAME_KEY: group, MIN_AVAILABLE_KEY: str(min_available)}
+) -> PendingPod:
+    labels = {GROUP_NAME_KEY: group, MIN_AVAILABLE_KEY: str(min_available)}
     if spread is not None:
         labels[SPREAD_KEY] = spread
-    return MemberPod(namespace, name, pod(**shape), labels=labels, priority=priority)
+    return PendingPod(namespace, name, pod(**shape), labels=labels, priority=priority)
 
 
 class Cluster:
@@ -153,7 +155,7 @@ class Cluster:
 
     def plan(
         self,
-        members: list[MemberPod],
+        members: list[PendingPod],
         policy: SpreadPolicy = SpreadPolicy.PACKED,
         labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> GangPlan | GangUnplaceable:

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import grpc
 
+from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2_grpc
-from placement.engine import PlacementEngine
-from placement.server import PlacementServer, ServerOptions
+from placement.service.engine import PlacementEngine
 
 _T = TypeVar("_T")
 

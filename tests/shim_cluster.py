@@ -19,15 +19,19 @@ import aiohttp.web
 import kmock
 from kubernetes import client, config
 
-from agent.publish import KubeApi, Publisher
+from agent.publish import FIELD_MANAGER as AGENT_FIELD_MANAGER
+from agent.publish import KubeNodeApi, Publisher
+from kubenexus.kube.backoff import Backoff
+from kubenexus.kube.client import KubeClient, connect
+from kubenexus.kube.leader import LeaderElector, LeaseConfig
 from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import encode_nrt
-from placement.engine import CoordinatedGangs, PlacementEngine
-from placement.feed import Backoff, ClusterFeed
-from placement.kubeapi import KubeClient, connect
-from placement.leader import LeaderElector, LeaseConfig
-from placement.server import PlacementServer, ServerOptions
+from placement.api.server import PlacementServer, ServerOptions
+from placement.cluster.feed import ClusterFeed
+from placement.core.annotations import FIELD_MANAGER
+from placement.service.engine import PlacementEngine
+from placement.service.gangs import CoordinatedGangs
 from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient
 from placement.state.cluster_index import ClusterIndex
@@ -90,7 +94,8 @@ def publish_nodes(api: ShimEmulator, kubeconfig: Path, machines: dict[str, NodeT
     with client.ApiClient(configuration) as api_client:
         for name, topology in machines.items():
             api.add_node(name, {"kubernetes.io/hostname": name})
-            publisher = Publisher(api=KubeApi(api_client), node_name=name)
+            nodes = KubeNodeApi(KubeClient(api_client, field_manager=AGENT_FIELD_MANAGER))
+            publisher = Publisher(api=nodes, node_name=name)
             metadata, nrt = encode_node_metadata(topology), encode_nrt(topology, node_name=name)
             results = publisher.publish(metadata=metadata, nrt=nrt)
             assert all(r.error is None for r in results), results
@@ -149,7 +154,7 @@ class Replica:
             self.reservations,
             watch_timeout_s=5,
             backoff=Backoff(0.05, 0.2),
-            on_pod=gangs.observe_pod_event,
+            on_pod=gangs.observe_pod,
         )
         self.elector = LeaderElector(self.api, self.lease)
         # One Lease for the service and its binder here; deployed, each has its own (docs/scheduler.md).
@@ -218,7 +223,12 @@ def replica(emulator: ShimEmulator, kubeconfig: Path, identity: str) -> Replica:
         renew_deadline_s=1.0,
         retry_period_s=0.2,
     )
-    return Replica(api=connect(str(kubeconfig)), binder_api=connect(str(kubeconfig)), identity=identity, lease=lease)
+    return Replica(
+        api=connect(str(kubeconfig), field_manager=FIELD_MANAGER),
+        binder_api=connect(str(kubeconfig), field_manager=FIELD_MANAGER),
+        identity=identity,
+        lease=lease,
+    )
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:

@@ -10,10 +10,11 @@ import pytest
 from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.nrt import encode_nrt
 from kubenexus.topology.podfingerprint import pods_fingerprint
-from placement.core.feasibility import PolicyCode, ScopeCode, demand_of
+from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+from placement.core.pods import PodParseError, PodUsage, pod_usage
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.core.vocabulary import PolicyCode, ScopeCode, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, PodParseError, PodUsage, pod_usage
 from tests.placement_machines import GIB, cpu_node, kubelet, nvswitch_node, with_usage
 
 

@@ -11,14 +11,14 @@ import pytest
 from kubenexus.topology.model import NodeTopology, ResourceAmount, ZoneResources
 from kubenexus.topology.nrt import cell_resources
 from placement.core.decision import order_of, rank
-from placement.core.feasibility import GPU_SHARE, PodDemand, demand_of
 from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.pods import PodUsage
 from placement.core.scoring import combine
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.core.vocabulary import GPU_SHARE, PodDemand, demand_of
 from placement.state import decision_cache
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
-from placement.state.pods import PodUsage
 from tests.placement_machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
 
 FPGA = "example.com/fpga"

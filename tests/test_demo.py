@@ -13,7 +13,8 @@ from agent.hostfs import HostFS
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology, PathKind
 from kubenexus.topology.topo_matrix import parse_topo_matrix
-from placement.core.intent import POLICY_KEY, NumaIntentPolicy
+from placement.core.annotations import POLICY_KEY
+from placement.core.intent import NumaIntentPolicy
 from placement.demo import (
     FLEET,
     THIS_MACHINE,
@@ -27,7 +28,8 @@ from placement.demo import (
     schedule_sample_mix,
 )
 from placement.demo.build_machines import MACHINES_DIR, machine_documents, main
-from placement.engine import GangState, PlacementEngine
+from placement.service.engine import PlacementEngine
+from placement.service.results import GangState
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_sysfs import build_two_socket_host
 

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from agent.main import build_parser
-from agent.publish import NRT_GROUP, NRT_PLURAL
+from kubenexus.kube.paths import NRT_GROUP, NRT_PLURAL
 from kubenexus.topology.labels import OWNED_PREFIXES
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "deploy" / "agent"

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from placement.engine import GangOutcome, GangSpec, PermitOutcome, PlacementEngine
-from placement.feed import ClusterFeed
-from placement.pod_spec import ContainerSpec, PendingPod, PodSpec
+from placement.cluster.feed import ClusterFeed
+from placement.core.pods import ContainerSpec, PendingPod, PodSpec
+from placement.service.engine import PlacementEngine
+from placement.service.results import GangOutcome, GangSpec, PermitOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from tests.placement_machines import cpu_node, kubelet

@@ -11,16 +11,7 @@ from hypothesis import strategies as st
 
 from kubenexus.topology.model import NodeTopology, PathKind
 from kubenexus.topology.topo_matrix import parse_topo_matrix
-from placement.core.feasibility import (
-    CPU,
-    MAX_NUMA,
-    POLICY_CODES,
-    NodeArrays,
-    PolicyCode,
-    ScopeCode,
-    demand_of,
-    filter_nodes,
-)
+from placement.core.feasibility import filter_nodes
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.topology_manager import (
     Container,
@@ -37,6 +28,7 @@ from placement.core.topology_manager import (
     TopologyScope,
     admit,
 )
+from placement.core.vocabulary import CPU, MAX_NUMA, POLICY_CODES, NodeArrays, PolicyCode, ScopeCode, demand_of
 from tests.conftest import require_shared
 from tests.placement_machines import P5_CAPTURE, inline_nvswitch
 

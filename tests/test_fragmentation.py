@@ -5,22 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.core.feasibility import GPU_MILLI, GPU_SHARE, demand_of
-from placement.core.fragmentation import (
-    DEFAULT_SHAPES,
-    PodShape,
-    TargetWorkload,
-    expected_fragmentation,
-    least_fragmenting_gpu,
-    shape_of,
-)
+from placement.core.fragmentation import expected_fragmentation, least_fragmenting_gpu
 from placement.core.gpu_sets import choose_shared_gpu
+from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import score_nodes
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.core.vocabulary import (
+    DEFAULT_SHAPES,
+    GPU_MILLI,
+    GPU_SHARE,
+    PodShape,
+    TargetWorkload,
+    demand_of,
+    shape_of,
+)
 from placement.sim.trace import TraceNode, node_topology
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodUsage
-from placement.state.reservations import PodRequest, Reservations
+from placement.state.reservations import Reservations
 from placement.state.workload import WorkloadModel
 
 MIB = 1 << 20
@@ -154,7 +155,7 @@ def test_a_gpu_pod_fills_the_half_used_node_rather_than_break_a_whole_one() -> N
     # "whole" would no longer hold an 8-GPU pod: its 7 GPUs left become fragments for half the workload
     # (+3500); on "half" the 4 GPUs left were fragments for it already, and one fewer is left (-500).
     assert scores.components["fragmentation"] == pytest.approx(_component([3500, -500]))
-    assert Reservations(index).decide(PodRequest("ns", "one", _pod(8, gpus=1))).node == "half"
+    assert Reservations(index).decide(PendingPod("ns", "one", _pod(8, gpus=1))).node == "half"
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,7 @@ def test_shape_weights_decide_which_node_keeps_its_gpus(two_gpu_share: float, ex
     scores = score_nodes(index.arrays(), index.slots(["two", "four"]), demand_of(_pod(1, gpus=1)))
     grown = [1000 * (p2 - p4), 3000 * p4]
     assert scores.components["fragmentation"] == pytest.approx(_component(grown))
-    assert Reservations(index).decide(PodRequest("ns", "one", _pod(1, gpus=1))).node == expected
+    assert Reservations(index).decide(PendingPod("ns", "one", _pod(1, gpus=1))).node == expected
 
 
 def test_a_share_goes_where_the_workloads_shares_still_fit() -> None:
@@ -190,7 +191,7 @@ def test_a_cpu_pod_keeps_off_the_cpus_gpu_pods_need() -> None:
     scores = score_nodes(index.arrays(), index.slots(["gpu", "cpu"]), demand_of(_pod(8)))
     # On "gpu" the 8-GPU pods would lack CPUs: all 8 GPUs become fragments.
     assert scores.components["fragmentation"].tolist() == pytest.approx([*_component([8000]), 0.5])
-    assert Reservations(index).decide(PodRequest("ns", "web", _pod(8))).node == "cpu"
+    assert Reservations(index).decide(PendingPod("ns", "web", _pod(8))).node == "cpu"
 
 
 def test_the_index_keeps_what_each_gpu_has_left() -> None:
@@ -274,7 +275,7 @@ def test_a_share_stays_in_the_cell_of_its_cpus_where_the_kubelet_pins_nothing() 
         containers=(Container("c", cpu_millis=4000, memory=1024 * MIB, devices=((GPU_SHARE, 400),)),),
         qos=QOSClass.GUARANTEED,
     )
-    decision = Reservations(index).decide(PodRequest("ns", "share", pod))
+    decision = Reservations(index).decide(PendingPod("ns", "share", pod))
     assert not decision.pinned
     assert decision.cells == (1,)
     assert decision.gpus == (5,)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from placement.core.podgroup import MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY, PodGroupSpec
+from placement.core.annotations import MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.podgroup import PodGroupSpec
+from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
-from placement.state.gangs import GangConfig, GangPhase, GangPlacement, GangStatus, MemberPod, PermitVerdict
-from placement.state.reservations import PodRequest
+from placement.state.gangs import GangConfig, GangPhase, GangPlacement, GangStatus, PermitVerdict
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
 from tests.placement_machines import nvswitch_node
 
@@ -14,7 +15,7 @@ def _two_nodes(config: GangConfig | None = None) -> Cluster:
     return Cluster({"a": nvswitch_node(cells=2), "b": nvswitch_node(cells=2)}, config=config)
 
 
-def _gang(group: str, size: int, minimum: int | None = None, *, gpus: int = 1) -> list[MemberPod]:
+def _gang(group: str, size: int, minimum: int | None = None, *, gpus: int = 1) -> list[PendingPod]:
     return [member(f"{group}-{i}", group, minimum or size, gpus=gpus) for i in range(size)]
 
 
@@ -24,7 +25,7 @@ def _reserved(cluster: Cluster, group: str) -> int:
 
 def _occupy(cluster: Cluster, name: str, node: str, gpus: int) -> None:
     """A pod placed on its own and bound: it stays until deleted."""
-    decision = cluster.reservations.decide(PodRequest("ns", name, pod(gpus=gpus)), [node])
+    decision = cluster.reservations.decide(PendingPod("ns", name, pod(gpus=gpus)), [node])
     assert decision.node == node
     entry = cluster.index.pod("ns", name)
     assert entry is not None
@@ -65,7 +66,7 @@ def test_waits_for_min_available_then_places_every_member_at_once() -> None:
 
 def test_pods_outside_groups_are_left_alone() -> None:
     cluster = _two_nodes()
-    assert cluster.gangs.add_member(MemberPod("ns", "web", pod(cpus=1))) is None
+    assert cluster.gangs.add_member(PendingPod("ns", "web", pod(cpus=1))) is None
     permit = cluster.gangs.permit_status("ns", "web")
     assert (permit.verdict, permit.group) == (PermitVerdict.ALLOW, "")
 
@@ -109,7 +110,7 @@ def test_invalid_labels_get_a_clear_error_and_block_the_whole_group() -> None:
     members = _gang("job", 4)
     for m in members[:3]:
         cluster.gangs.add_member(m)
-    bad = MemberPod("ns", "job-3", pod(gpus=1), labels={**members[3].labels, MIN_AVAILABLE_KEY: "four"})
+    bad = PendingPod("ns", "job-3", pod(gpus=1), labels={**members[3].labels, MIN_AVAILABLE_KEY: "four"})
     status = cluster.gangs.add_member(bad)
     assert status is not None
     assert status.phase is GangPhase.INVALID
@@ -127,7 +128,7 @@ def test_invalid_labels_get_a_clear_error_and_block_the_whole_group() -> None:
     cluster.gangs.add_member(members[3])
     cluster.gangs.observe_deleted("ns", "job-4")
     assert len(_placed(cluster.gangs.place("ns", "job")).members) == 4
-    unnamed = cluster.gangs.add_member(MemberPod("ns", "lost", pod(), labels={MIN_AVAILABLE_KEY: "2"}))
+    unnamed = cluster.gangs.add_member(PendingPod("ns", "lost", pod(), labels={MIN_AVAILABLE_KEY: "2"}))
     assert unnamed is not None
     assert (unnamed.group, unnamed.phase) == ("", GangPhase.INVALID)
 
@@ -234,13 +235,13 @@ def test_unreserve_of_one_member_releases_the_whole_group() -> None:
 def test_scheduler_plugins_groups_wait_for_their_pod_group_object() -> None:
     cluster = _two_nodes()
     labels = {SCHEDULER_PLUGINS_KEY: "spark"}
-    driver = MemberPod("ns", "spark-driver", pod(cpus=2, memory_gib=8), labels=labels)
+    driver = PendingPod("ns", "spark-driver", pod(cpus=2, memory_gib=8), labels=labels)
     status = cluster.gangs.add_member(driver)
     assert status is not None
     assert status.message == "waiting for the PodGroup object ns/spark (scheduling.x-k8s.io) to read minMember"
     spec = PodGroupSpec(min_member=3)
     for i in range(2):
-        executor = MemberPod("ns", f"spark-exec-{i}", pod(gpus=1), labels=labels)
+        executor = PendingPod("ns", f"spark-exec-{i}", pod(gpus=1), labels=labels)
         status = cluster.gangs.add_member(executor, pod_group=spec)
     placement = _placed(cluster.gangs.place("ns", "spark"))
     assert len({p.node for p in placement.members}) == 1

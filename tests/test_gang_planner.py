@@ -8,11 +8,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
-from placement.core.feasibility import demand_of
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, NodeGpus, Workspace, member_capacity
 from placement.core.podgroup import SpreadPolicy
-from placement.state.gangs import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY, MemberPod
-from placement.state.pods import PodUsage
+from placement.core.pods import PendingPod, PodUsage
+from placement.core.vocabulary import demand_of
+from placement.state.gangs import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, member, pcie_node
 from tests.placement_machines import cpu_node, kubelet, nvswitch_node
 
@@ -26,7 +26,7 @@ def _mixed() -> Cluster:
 
 def _plan(
     cluster: Cluster,
-    members: list[MemberPod],
+    members: list[PendingPod],
     policy: SpreadPolicy = SpreadPolicy.PACKED,
     labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> GangPlan:
@@ -35,7 +35,7 @@ def _plan(
     return plan
 
 
-def _reserve(cluster: Cluster, plan: GangPlan, members: list[MemberPod]) -> None:
+def _reserve(cluster: Cluster, plan: GangPlan, members: list[PendingPod]) -> None:
     name_of = cluster.index.name_of
     cluster.reservations.reserve_all(
         [

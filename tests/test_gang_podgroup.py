@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY, SPREAD_KEY
 from placement.core.podgroup import (
-    MIN_AVAILABLE_KEY,
-    NAME_KEY,
-    SCHEDULER_PLUGINS_KEY,
-    SPREAD_KEY,
     GroupRef,
     Membership,
     PodGroupError,
@@ -24,7 +21,7 @@ def test_pod_outside_any_group() -> None:
 
 
 def test_kubenexus_labels() -> None:
-    labels = {NAME_KEY: "train-llm", MIN_AVAILABLE_KEY: "16"}
+    labels = {GROUP_NAME_KEY: "train-llm", MIN_AVAILABLE_KEY: "16"}
     assert parse_membership("ml", labels) == Membership(GroupRef("ml", "train-llm"), 16, SpreadPolicy.PACKED)
     spread = parse_membership("ml", {**labels, SPREAD_KEY: "balanced"}, {SPREAD_KEY: "spread"})
     assert spread is not None
@@ -40,7 +37,7 @@ def test_scheduler_plugins_label_takes_min_member_from_the_pod_group() -> None:
     assert parse_membership("ns", labels, pod_group=spec) == Membership(
         GroupRef("ns", "spark-pi"), 5, SpreadPolicy.PACKED
     )
-    both = {**labels, NAME_KEY: "spark-pi", MIN_AVAILABLE_KEY: "5"}
+    both = {**labels, GROUP_NAME_KEY: "spark-pi", MIN_AVAILABLE_KEY: "5"}
     assert parse_membership("ns", both, pod_group=spec) == Membership(
         GroupRef("ns", "spark-pi"), 5, SpreadPolicy.PACKED
     )
@@ -49,17 +46,17 @@ def test_scheduler_plugins_label_takes_min_member_from_the_pod_group() -> None:
 @pytest.mark.parametrize(
     ("labels", "key", "detail"),
     [
-        ({NAME_KEY: "g", MIN_AVAILABLE_KEY: "four"}, MIN_AVAILABLE_KEY, "not an integer"),
-        ({NAME_KEY: "g", MIN_AVAILABLE_KEY: "2.5"}, MIN_AVAILABLE_KEY, "not an integer"),
-        ({NAME_KEY: "g", MIN_AVAILABLE_KEY: "0"}, MIN_AVAILABLE_KEY, "zero"),
-        ({NAME_KEY: "g", MIN_AVAILABLE_KEY: "-3"}, MIN_AVAILABLE_KEY, "negative"),
-        ({NAME_KEY: "g"}, MIN_AVAILABLE_KEY, "required"),
+        ({GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "four"}, MIN_AVAILABLE_KEY, "not an integer"),
+        ({GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "2.5"}, MIN_AVAILABLE_KEY, "not an integer"),
+        ({GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "0"}, MIN_AVAILABLE_KEY, "zero"),
+        ({GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "-3"}, MIN_AVAILABLE_KEY, "negative"),
+        ({GROUP_NAME_KEY: "g"}, MIN_AVAILABLE_KEY, "required"),
         ({MIN_AVAILABLE_KEY: "3"}, MIN_AVAILABLE_KEY, "without"),
-        ({NAME_KEY: "bad name!", MIN_AVAILABLE_KEY: "3"}, NAME_KEY, ""),
-        ({NAME_KEY: "x" * 64, MIN_AVAILABLE_KEY: "3"}, NAME_KEY, "64 characters"),
-        ({NAME_KEY: "-g", MIN_AVAILABLE_KEY: "3"}, NAME_KEY, ""),
-        ({NAME_KEY: "a", SCHEDULER_PLUGINS_KEY: "b", MIN_AVAILABLE_KEY: "3"}, SCHEDULER_PLUGINS_KEY, "another"),
-        ({NAME_KEY: "g", MIN_AVAILABLE_KEY: "3", SPREAD_KEY: "tight"}, SPREAD_KEY, ""),
+        ({GROUP_NAME_KEY: "bad name!", MIN_AVAILABLE_KEY: "3"}, GROUP_NAME_KEY, ""),
+        ({GROUP_NAME_KEY: "x" * 64, MIN_AVAILABLE_KEY: "3"}, GROUP_NAME_KEY, "64 characters"),
+        ({GROUP_NAME_KEY: "-g", MIN_AVAILABLE_KEY: "3"}, GROUP_NAME_KEY, ""),
+        ({GROUP_NAME_KEY: "a", SCHEDULER_PLUGINS_KEY: "b", MIN_AVAILABLE_KEY: "3"}, SCHEDULER_PLUGINS_KEY, "another"),
+        ({GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "3", SPREAD_KEY: "tight"}, SPREAD_KEY, ""),
     ],
 )
 def test_invalid_labels_name_the_key_and_what_is_accepted(labels: dict[str, str], key: str, detail: str) -> None:
@@ -71,7 +68,7 @@ def test_invalid_labels_name_the_key_and_what_is_accepted(labels: dict[str, str]
 
 
 def test_min_available_must_agree_with_the_pod_group_object() -> None:
-    labels = {NAME_KEY: "g", MIN_AVAILABLE_KEY: "4"}
+    labels = {GROUP_NAME_KEY: "g", MIN_AVAILABLE_KEY: "4"}
     with pytest.raises(PodGroupError, match="disagrees with the PodGroup object"):
         parse_membership("ns", labels, pod_group=PodGroupSpec(min_member=8))
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubenexus.topology.model import NodeTopology
+from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
 from placement.state.gangs import GangConfig
-from placement.state.reservations import PodRequest
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pcie_node, pod
 from tests.placement_machines import cpu_node, kubelet, l40s_node, nvswitch_node
 
@@ -92,7 +92,7 @@ def test_gangs_are_all_or_nothing_fit_and_admitted(machines: list[int], steps: l
             assert isinstance(cpus, int)
             allowed = cluster.gangs.nodes_open_to_backfill(cluster.index.node_names())
             decision = cluster.reservations.decide(
-                PodRequest("ns", f"single-{number}", pod(gpus=gpus, cpus=cpus)), allowed
+                PendingPod("ns", f"single-{number}", pod(gpus=gpus, cpus=cpus)), allowed
             )
             if decision.node is not None:
                 entry = cluster.index.pod("ns", f"single-{number}")

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement.core.intent import (
-    AFFINITY_KEY,
-    ANTI_AFFINITY_KEY,
-    POLICY_KEY,
-    RESOURCES_KEY,
-    IntentError,
-    NumaIntentPolicy,
-    PodIntent,
-    parse_pod_intent,
-)
+from placement.core.annotations import AFFINITY_KEY, ANTI_AFFINITY_KEY, POLICY_KEY, RESOURCES_KEY
+from placement.core.intent import IntentError, NumaIntentPolicy, PodIntent, parse_pod_intent
 from placement.core.topology_manager import TopologyPolicy
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 import pytest
 
+from placement.api.server import ServerOptions, TlsFiles
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
-from placement.engine import PlacementEngine
-from placement.server import ServerOptions, TlsFiles
+from placement.service.engine import PlacementEngine
 from placement.state.cluster_index import ClusterIndex
 from tests.grpc_server import RunningServer
 from tests.placement_machines import cpu_node, kubelet, nvswitch_node

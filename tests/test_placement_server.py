@@ -15,13 +15,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import generate_latest
 
+from placement.api.interceptor import SERVICE_NAME
 from placement.api.v1 import placement_pb2 as pb
+from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+from placement.core.pods import PodSpec
 from placement.core.scoring import ScoringWeights
-from placement.engine import FilterOutcome, PlacementEngine
-from placement.pod_spec import PodSpec
-from placement.server import SERVICE_NAME
+from placement.service.engine import PlacementEngine
+from placement.service.results import FilterOutcome
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
 from placement.state.reservations import Reservations
 from tests.grpc_server import RunningServer
 from tests.placement_machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node

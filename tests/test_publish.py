@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from agent.publish import (
     Outcome,
@@ -20,10 +19,10 @@ from agent.publish import (
     PublishError,
     RetryPolicy,
     Target,
-    is_retryable,
     plan_node_patch,
     plan_nrt_write,
 )
+from kubenexus.kube.errors import ApiError, is_retryable
 from kubenexus.topology.labels import NodeMetadata
 
 OWNED = "numa.kubenexus.io/node-count"
@@ -111,15 +110,15 @@ def test_nrt_metadata_is_patched_key_by_key() -> None:
 @pytest.mark.parametrize(
     ("error", "retryable"),
     [
-        (ApiException(status=409), True),
-        (ApiException(status=429), True),
-        (ApiException(status=500), True),
-        (ApiException(status=503), True),
+        (ApiError(409, ""), True),
+        (ApiError(429, ""), True),
+        (ApiError(500, ""), True),
+        (ApiError(503, ""), True),
         (urllib3.exceptions.MaxRetryError(POOL, "/", reason=ConnectionRefusedError()), True),
         (ConnectionResetError(), True),
-        (ApiException(status=403), False),
-        (ApiException(status=404), False),
-        (ApiException(status=422), False),
+        (ApiError(403, ""), False),
+        (ApiError(404, ""), False),
+        (ApiError(422, ""), False),
         (ValueError("bad JSON"), False),
     ],
 )
@@ -264,14 +263,14 @@ def test_a_changed_desired_state_is_published_before_the_resync() -> None:
 
 def test_conflict_and_server_error_are_retried_with_a_re_read_and_backoff() -> None:
     api = FakeApi()
-    api.failures = [ApiException(status=409, reason="Conflict")]
+    api.failures = [ApiError(409, "Conflict")]
     publisher, slept = make_publisher(api)
     result = publisher.publish(metadata=desired({OWNED: "2"}), nrt=None)[0]
     assert (result.outcome, result.attempts, result.writes) == (Outcome.UPDATED, 2, 1)
     assert api.calls == ["read_node", "read_node", "patch_node"]
     assert len(slept) == 1
 
-    api.failures = [ApiException(status=500), ApiException(status=503)]
+    api.failures = [ApiError(500, ""), ApiError(503, "")]
     nrt = publisher.publish(metadata=None, nrt=NRT)[0]
     assert (nrt.outcome, nrt.attempts) == (Outcome.UPDATED, 3)
     assert api.nrt_object == NRT
@@ -297,7 +296,7 @@ def test_an_outage_fails_the_pass_without_raising_and_the_next_pass_tries_again(
 
 def test_errors_a_retry_cannot_fix_fail_at_once() -> None:
     api = FakeApi()
-    api.failures = [ApiException(status=403, reason="Forbidden")]
+    api.failures = [ApiError(403, "Forbidden")]
     publisher, slept = make_publisher(api)
     result = publisher.publish(metadata=desired({OWNED: "2"}), nrt=None)[0]
     assert (result.outcome, result.attempts, slept) == (Outcome.FAILED, 1, [])
@@ -310,7 +309,7 @@ def test_errors_a_retry_cannot_fix_fail_at_once() -> None:
 
 def test_shutdown_during_backoff_ends_the_retries() -> None:
     api = FakeApi()
-    api.failures = [ApiException(status=500), ApiException(status=500)]
+    api.failures = [ApiError(500, ""), ApiError(500, "")]
     publisher, _ = make_publisher(api, sleep=lambda seconds: True)
     result = publisher.publish(metadata=desired({OWNED: "2"}), nrt=None)[0]
     assert (result.outcome, result.attempts) == (Outcome.FAILED, 1)

@@ -10,9 +10,10 @@ import pytest
 
 from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.pods import PendingPod
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.state.cluster_index import ClusterIndex
-from placement.state.reservations import PodRequest, Reservations
+from placement.state.reservations import Reservations
 from tests.placement_machines import GIB, cpu_node, kubelet, nvswitch_node, with_usage
 
 
@@ -43,7 +44,7 @@ def test_concurrent_decisions_never_double_book() -> None:
     def worker(thread: int) -> None:
         for i in range(200):
             pod = _pod(1 + (i % 4), memory_gib=2, gpus=(i % 3 == 0) * (1 + i % 2))
-            decision = reservations.decide(PodRequest("ns", f"t{thread}-{i}", pod))
+            decision = reservations.decide(PendingPod("ns", f"t{thread}-{i}", pod))
             if decision.node is not None:
                 assert len(decision.cells) == 1  # single-numa-node pins every pod to one cell
                 with lock:
@@ -83,14 +84,14 @@ def test_stale_report_keeps_the_reservation_subtracted() -> None:
     node = cpu_node(cells=2, cpus_per_cell=8, settings=kubelet("single-numa-node"))
     index.upsert_topology("n", with_usage(node, {}, pods_fingerprint([])))
     reservations = Reservations(index)
-    first = reservations.decide(PodRequest("ns", "a", _pod(6)))
+    first = reservations.decide(PendingPod("ns", "a", _pod(6)))
     assert (first.node, first.cells) == ("n", (0,))
     # The agent reports again before the kubelet runs the pod: its data shows cell 0 all free. Taken at
     # its word, the next pod would go to cell 0 too (the kubelet's lowest preferred cell) and fail there.
     index.upsert_topology("n", with_usage(node, {}, pods_fingerprint([])))
-    second = reservations.decide(PodRequest("ns", "b", _pod(7)))
+    second = reservations.decide(PendingPod("ns", "b", _pod(7)))
     assert (second.node, second.cells) == ("n", (1,))
-    assert reservations.decide(PodRequest("ns", "c", _pod(3))).node is None
+    assert reservations.decide(PendingPod("ns", "c", _pod(3))).node is None
     # Bound, and a report that accounts for both: availability alone decides, nothing counted twice.
     for name in ("a", "b"):
         entry = index.pod("ns", name)
@@ -100,7 +101,7 @@ def test_stale_report_keeps_the_reservation_subtracted() -> None:
     index.upsert_topology("n", with_usage(node, {0: {"cpu": 6}, 1: {"cpu": 7}}, accounted))
     assert [entry[2] for entry in index.pods_on("n")] == [True, True]
     assert index.cell_free[0, index.slot_of("n") or 0, :2].tolist() == [2, 1]
-    assert reservations.decide(PodRequest("ns", "c", _pod(2))).cells == (0,)
+    assert reservations.decide(PendingPod("ns", "c", _pod(2))).cells == (0,)
 
 
 def test_unbound_reservations_expire_and_bound_ones_stay() -> None:
@@ -108,10 +109,10 @@ def test_unbound_reservations_expire_and_bound_ones_stay() -> None:
     index = ClusterIndex()
     index.upsert_topology("n", cpu_node(cells=1, cpus_per_cell=8))
     reservations = Reservations(index, ttl_s=10, clock=clock)
-    assert reservations.decide(PodRequest("ns", "a", _pod(4))).node == "n"
-    bound = reservations.decide(PodRequest("ns", "b", _pod(4)))
+    assert reservations.decide(PendingPod("ns", "a", _pod(4))).node == "n"
+    bound = reservations.decide(PendingPod("ns", "b", _pod(4)))
     assert bound.node == "n"
-    assert reservations.decide(PodRequest("ns", "c", _pod(4))).node is None
+    assert reservations.decide(PendingPod("ns", "c", _pod(4))).node is None
     usage = index.pod("ns", "b")
     assert usage is not None
     reservations.observe_pod(usage[0])
@@ -119,7 +120,7 @@ def test_unbound_reservations_expire_and_bound_ones_stay() -> None:
     assert reservations.expire() == [("ns", "a")]
     assert reservations.pending() == {}
     assert index.pod("ns", "b") is not None
-    assert reservations.decide(PodRequest("ns", "c", _pod(4))).node == "n"
+    assert reservations.decide(PendingPod("ns", "c", _pod(4))).node == "n"
     assert reservations.unreserve("ns", "c")
     assert not reservations.unreserve("ns", "b")  # bound: only deletion releases it
     reservations.observe_pod_deleted("ns", "b")
@@ -133,7 +134,7 @@ def test_decision_explains_itself_and_keeps_gpus_in_the_pinned_cell() -> None:
     index.upsert_topology("gpu", nvswitch_node(cells=4))
     index.upsert_topology("cpu", cpu_node())
     reservations = Reservations(index)
-    decision = reservations.decide(PodRequest("ns", "train", _pod(8, gpus=2)))
+    decision = reservations.decide(PendingPod("ns", "train", _pod(8, gpus=2)))
     assert decision.node == "gpu"
     assert decision.pinned
     (cell,) = decision.cells
@@ -149,18 +150,18 @@ def test_isolated_pods_get_a_cell_of_their_own() -> None:
     index.upsert_topology("n", cpu_node(cells=2, cpus_per_cell=16))
     reservations = Reservations(index)
     isolated = PodIntent(policy=NumaIntentPolicy.ISOLATED)
-    first = reservations.decide(PodRequest("ns", "a", _pod(12), intent=isolated))
+    first = reservations.decide(PendingPod("ns", "a", _pod(12), intent=isolated))
     # The kubelet, not us, picks the cell: 8 CPUs no longer fit cell 0, so it pins the pod to cell 1.
-    second = reservations.decide(PodRequest("ns", "b", _pod(8), intent=isolated))
+    second = reservations.decide(PendingPod("ns", "b", _pod(8), intent=isolated))
     assert (first.node, first.cells, second.node, second.cells) == ("n", (0,), "n", (1,))
-    third = reservations.decide(PodRequest("ns", "c", _pod(2), intent=isolated))
+    third = reservations.decide(PendingPod("ns", "c", _pod(2), intent=isolated))
     assert third.node is None
     assert "intent isolated" in third.reasons()["n"]
     # A plain pod may not share an isolated cell either: the kubelet would put it on cell 0.
-    plain = reservations.decide(PodRequest("ns", "d", _pod(2)))
+    plain = reservations.decide(PendingPod("ns", "d", _pod(2)))
     assert plain.node is None
     assert plain.reasons()["n"] == "NUMA cells [0] are held by an isolated pod"
-    retried = reservations.decide(PodRequest("ns", "a", _pod(12), intent=replace(isolated)))
+    retried = reservations.decide(PendingPod("ns", "a", _pod(12), intent=replace(isolated)))
     assert retried.cells == (0,)  # a retry replaces the pod's earlier reservation
 
 
@@ -169,7 +170,7 @@ def test_gpus_follow_the_predicted_cpu_cell_where_the_kubelet_pins_nothing() -> 
     topology = nvswitch_node(cells=2, settings=kubelet("none", "pod"))
     cell0 = len(topology.numa_cells[0].cpus)
     index.upsert_topology("gpu-0", with_usage(topology, {0: {"cpu": cell0 - 2}}, fingerprint=None))
-    decision = Reservations(index).decide(PodRequest("ns", "p", _pod(8, gpus=1)))
+    decision = Reservations(index).decide(PendingPod("ns", "p", _pod(8, gpus=1)))
     assert decision.node == "gpu-0"
     assert not decision.pinned
     assert decision.cells == (1,)  # cell 0 has 2 free CPUs: the CPU manager takes the pod's 8 from cell 1

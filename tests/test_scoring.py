@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.core.feasibility import demand_of
 from placement.core.scoring import SWEET_SPOT, ScoringWeights, fit_curve, score_nodes
 from placement.core.topology_manager import Container, Pod, QOSClass
+from placement.core.vocabulary import demand_of
 from placement.state.cluster_index import ClusterIndex
 from tests.placement_machines import GIB, cpu_node, kubelet, nvswitch_node
 

@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
-from agent.serving import Health, json_logging, parse_address
+from agent.serving import Health
+from kubenexus.http_endpoint import parse_address
+from kubenexus.jsonlog import json_logging
 
 
 @pytest.mark.parametrize(

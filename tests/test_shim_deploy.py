@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from placement.feed import NRTS_PATH
-from placement.leader import LEADER_LABEL
+from kubenexus.kube.paths import NRTS_PATH
+from placement.core.annotations import LEADER_LABEL
 from placement.shim.flags import SCHEDULER_NAME
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

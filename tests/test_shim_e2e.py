@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 
-from placement.feed import NODES_PATH, RESERVED_NODE_KEY, Backoff, ClusterFeed
-from placement.kubeapi import connect
-from placement.leader import LeaderElector, LeaseConfig
+from kubenexus.kube.backoff import Backoff
+from kubenexus.kube.client import connect
+from kubenexus.kube.leader import LeaderElector, LeaseConfig
+from kubenexus.kube.paths import NODES_PATH
+from placement.cluster.feed import ClusterFeed
+from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, FIELD_MANAGER, RESERVED_NODE_KEY
 from placement.shim.extender import Extender, serve
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
 from placement.state.reservations import Reservations
 from tests.kube_emulator import NODES
 from tests.placement_machines import nvswitch_node
@@ -40,7 +42,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ShimEmulator, Path]]:
 
 
 def create_pods(kubeconfig: Path, pods: list[dict[str, Any]]) -> None:
-    api = connect(str(kubeconfig))
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
     try:
         for pod in pods:
             api.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
@@ -166,7 +168,7 @@ def test_watches_resume_and_relist_after_410(cluster: tuple[ShimEmulator, Path])
         "type": "ERROR",
         "object": {"kind": "Status", "code": 410, "reason": "Expired"},
     }
-    api = connect(str(kubeconfig))
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
     feed = ClusterFeed(api, index, Reservations(index), watch_timeout_s=1, backoff=Backoff(0.05, 0.1))
     feed.start()
     try:
@@ -197,7 +199,7 @@ def test_watches_resume_and_relist_after_410(cluster: tuple[ShimEmulator, Path])
 def test_the_extender_answers_kube_schedulers_requests(cluster: tuple[ShimEmulator, Path]) -> None:
     emulator, kubeconfig = cluster
     service = replica(emulator, kubeconfig, "placement-0").start(binder=False)  # kube-scheduler binds here
-    api = connect(str(kubeconfig))
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
     server = serve(Extender(api, service.client, gang_timeout_s=2), ("127.0.0.1", 0), prefix="/scheduler")
     base = f"http://127.0.0.1:{server.server_address[1]}/scheduler"
     nodes = ["h100-a", "h100-b", "no-agent-node"]
@@ -243,7 +245,7 @@ def test_the_extender_answers_kube_schedulers_requests(cluster: tuple[ShimEmulat
 def test_the_extender_binds_a_group_only_when_it_is_complete(cluster: tuple[ShimEmulator, Path]) -> None:
     emulator, kubeconfig = cluster
     service = replica(emulator, kubeconfig, "placement-0").start(binder=False)
-    api = connect(str(kubeconfig))
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
     extender = Extender(api, service.client, gang_timeout_s=5)
     labels = {"pod-group.scheduling.kubenexus.io/name": "pair", "pod-group.scheduling.kubenexus.io/min-available": "2"}
     try:
@@ -275,7 +277,7 @@ def post(url: str, body: dict[str, Any]) -> Any:
 
 def test_leader_election_hands_the_lease_over(cluster: tuple[ShimEmulator, Path]) -> None:
     emulator, kubeconfig = cluster
-    api = connect(str(kubeconfig))
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
     config = LeaseConfig(
         namespace="kubenexus-system",
         name="kubenexus-placement",

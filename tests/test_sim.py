@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.core.feasibility import GPU_MILLI, GPU_SHARE, demand_of
-from placement.core.fragmentation import PodShape
+from placement.core.pods import PodUsage
 from placement.core.topology_manager import TOPOLOGY_AFFINITY_ERROR
+from placement.core.vocabulary import GPU_MILLI, GPU_SHARE, PodShape, demand_of
 from placement.sim.cli import main
 from placement.sim.cluster import OvercommitError, SimCluster, kubelet_pod
 from placement.sim.policies import DefaultScheduler, Ours, make_policy
@@ -30,7 +30,6 @@ from placement.sim.trace import (
     shared_data_dir,
 )
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodUsage
 from tests.conftest import require_shared
 
 TRACE = shared_data_dir() / TRACE_DIR

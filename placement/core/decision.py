@@ -14,25 +14,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.core.feasibility import (
-    CPU,
-    GPU_SHARE,
-    FilterResult,
-    FloatArray,
-    IntArray,
-    NodeArrays,
-    PodDemand,
-    filter_nodes,
-    node_resources,
-    pod_of,
-)
+from placement.core.feasibility import FilterResult, filter_nodes, node_resources, pod_of
 from placement.core.fragmentation import least_fragmenting_gpu
 from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.scoring import Scores, ScoringWeights, score_nodes
 from placement.core.topology_manager import admit
-
-GPU_RESOURCE = "nvidia.com/gpu"
+from placement.core.vocabulary import (
+    CPU,
+    GPU_RESOURCE,
+    GPU_SHARE,
+    FloatArray,
+    IntArray,
+    NodeArrays,
+    PodDemand,
+    Rejected,
+    RejectionKind,
+)
 
 
 @dataclass(frozen=True)
@@ -93,14 +91,14 @@ def plan_on_node(
     gpu_table: GpuLinkTable | None,
     free_gpus: frozenset[int],
     gpu_share_left: Mapping[int, int] | None = None,
-) -> NodePlan | str:
-    """The plan for ``row``, or why the node does not hold after all (a reason string).
+) -> NodePlan | Rejected:
+    """The plan for ``row``, or why the node does not hold after all.
 
     ``gpu_share_left``: thousandths left per shareable GPU, for a pod asking ``GPU_SHARE``.
     """
     result = admit(node_resources(arrays, row), pod_of(demand))
     if not result.admit:
-        return f"kubelet {result.reason}: {result.message}"
+        return Rejected(f"kubelet {result.reason}: {result.message}", RejectionKind.KUBELET_TOPOLOGY)
     count = int(arrays.numa_count[row])
     ids = [int(i) for i in arrays.cell_ids[row, :count]]
     pinned_ids = sorted({i for a in result.affinities if a.hint.affinity is not None for i in a.hint.affinity.ids})
@@ -113,17 +111,21 @@ def plan_on_node(
         cells = tuple(ids)
     isolated = {ids[k] for k in range(len(ids)) if arrays.cell_isolated[row, k]}
     if isolated & set(cells):
-        return f"NUMA cells {sorted(isolated & set(cells))} are held by an isolated pod"
+        held = sorted(isolated & set(cells))
+        return Rejected(f"NUMA cells {held} are held by an isolated pod", RejectionKind.ISOLATION)
     if intent is not None:
         allowed = intent.cells_allowed(ids)
         if not set(cells) <= allowed:
-            return f"the kubelet would use NUMA cells {list(cells)}, outside the allowed {sorted(allowed)}"
+            where = f"the kubelet would use NUMA cells {list(cells)}, outside the allowed {sorted(allowed)}"
+            return Rejected(where, RejectionKind.INTENT)
         if intent.policy in (NumaIntentPolicy.SINGLE_NUMA, NumaIntentPolicy.ISOLATED) and len(cells) != 1:
-            return f"intent {intent.policy}: the kubelet would use NUMA cells {list(cells)}"
+            message = f"intent {intent.policy}: the kubelet would use NUMA cells {list(cells)}"
+            return Rejected(message, RejectionKind.INTENT)
         if intent.policy is NumaIntentPolicy.ISOLATED:
             claimed = {ids[k] for k in range(len(ids)) if arrays.cell_claimed[row, k]}
             if claimed & set(cells):
-                return f"intent isolated: NUMA cell {cells[0]} already holds pods placed by us"
+                message = f"intent isolated: NUMA cell {cells[0]} already holds pods placed by us"
+                return Rejected(message, RejectionKind.INTENT)
     wanted = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
     gpus: tuple[int, ...] = ()
     if wanted and gpu_table is not None:
@@ -146,6 +148,7 @@ def plan_on_node(
         if shared is None and not pinned:
             shared = least_fragmenting_gpu(arrays.workload, cpu_left, left, left, share)
         if shared is None:
-            return f"no GPU {'in NUMA cells ' + str(list(cells)) + ' ' if pinned else ''}has {share} thousandths left"
+            where = f"in NUMA cells {list(cells)} " if pinned else ""
+            return Rejected(f"no GPU {where}has {share} thousandths left", RejectionKind.INSUFFICIENT_RESOURCES)
         gpus = (shared,)
     return NodePlan(row=row, cells=cells, pinned=pinned, gpus=gpus)

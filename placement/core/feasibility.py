@@ -33,10 +33,8 @@ The memory manager's multi-NUMA groups are not published by the kubelet, so they
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -57,51 +55,26 @@ from placement.core.topology_manager import (
     TopologyScope,
     admit,
 )
-from placement.core.topology_manager.providers import (
-    device_requests,
-    guaranteed_cpus,
-    memory_requests,
-    pod_level_request,
+from placement.core.vocabulary import (
+    CPU,
+    GPU_SHARE,
+    MAX_NUMA,
+    MEMORY,
+    POLICY_CODES,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeArrays,
+    PodDemand,
+    PolicyCode,
+    Rejected,
+    RejectionKind,
+    ScopeCode,
+    is_memory_resource,
 )
 
-if TYPE_CHECKING:
-    from placement.core.fragmentation import TargetWorkload
-
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
-SmallIntArray = npt.NDArray[np.int8]
-CellIdArray = npt.NDArray[np.int16]
-
-MAX_NUMA = 8  # the kubelet's default max-allowable-numa-nodes; masks stay at 255
-CPU = "cpu"
-MEMORY = "memory"
-HUGEPAGES_PREFIX = "hugepages-"
-# A pod that shares a GPU asks for thousandths of one GPU under this name (the Alibaba trace's own resource);
-# one GPU offers GPU_MILLI of it, and a shared GPU holds pods whose shares add up to at most that.
-GPU_SHARE = "alibabacloud.com/gpu-milli"
-GPU_MILLI = 1000
 _MILLI = 1000.0
-
-
-class PolicyCode(enum.IntEnum):
-    NONE = 0
-    BEST_EFFORT = 1
-    RESTRICTED = 2
-    SINGLE_NUMA_NODE = 3
-
-
-class ScopeCode(enum.IntEnum):
-    CONTAINER = 0
-    POD = 1
-
-
-POLICY_CODES = {
-    TopologyPolicy.NONE.value: PolicyCode.NONE,
-    TopologyPolicy.BEST_EFFORT.value: PolicyCode.BEST_EFFORT,
-    TopologyPolicy.RESTRICTED.value: PolicyCode.RESTRICTED,
-    TopologyPolicy.SINGLE_NUMA_NODE.value: PolicyCode.SINGLE_NUMA_NODE,
-}
+_SHORT = RejectionKind.INSUFFICIENT_RESOURCES
 _POLICY_OF_CODE = {code: TopologyPolicy(name) for name, code in POLICY_CODES.items()}
 
 
@@ -114,92 +87,6 @@ def _all_masks(cells: int) -> tuple[FloatArray, IntArray]:
 
 MASKS, POPCOUNT = _all_masks(MAX_NUMA)
 _NO_FIT = MAX_NUMA + 1  # min affinity of a provider whose request no mask's total covers
-
-
-def is_memory_resource(name: str) -> bool:
-    return name == MEMORY or name.startswith(HUGEPAGES_PREFIX)
-
-
-@dataclass(frozen=True)
-class NodeArrays:
-    """What the vectorised decision reads, one row per index slot (see ``ClusterIndex.arrays``).
-
-    ``cell_total`` is what the kubelet judges "preferred" on: every CPU of the cell, allocatable memory
-    and hugepages, every device; ``cell_free`` what it judges "possible" on. Slots past a node's cell
-    count hold zeros and ``cell_ids`` -1.
-    """
-
-    resources: tuple[str, ...]  # axis 0 of the resource arrays
-    cell_total: FloatArray  # [R, N, K]
-    cell_free: FloatArray  # [R, N, K]
-    node_allocatable: FloatArray  # [R, N]; cpu in millicores
-    node_free: FloatArray  # [R, N]: allocatable minus the requests of every pod we know on the node
-    numa_count: SmallIntArray  # [N]; 0 for a free slot
-    policy: SmallIntArray  # [N] PolicyCode
-    scope: SmallIntArray  # [N] ScopeCode
-    cpu_static: BoolArray  # [N]
-    memory_static: BoolArray  # [N]
-    cell_ids: CellIdArray  # [N, K] kernel NUMA ids, -1 past the node's cells
-    cell_claimed: BoolArray  # [N, K] a pod placed by us uses the cell
-    cell_isolated: BoolArray  # [N, K] an isolated pod placed by us holds the cell
-    bandwidth: npt.NDArray[np.float32]  # [N, K] HMAT local read bandwidth, MB/s; 0 where unknown
-    spanning_bandwidth: npt.NDArray[np.float32]  # [N] mean over the cells where known; 0 where none is
-    local_distance: npt.NDArray[np.float32]  # [N, K] SLIT distance of each cell to itself; 0 where unknown
-    spanning_distance: npt.NDArray[np.float32]  # [N] mean SLIT distance over every ordered pair of cells
-    # [N] the most thousandths left on any one GPU (GPU_MILLI on a free GPU): a share must fit on ONE GPU,
-    # which the node's summed GPU_SHARE cannot tell. None where the caller tracks no sharing.
-    gpu_share_free: FloatArray | None = None
-    # [N, G] thousandths left on each of the node's GPUs (0 past its GPUs, and for a GPU taken or unhealthy),
-    # and the workload the fragmentation score measures against; scoring only.
-    gpu_left: npt.NDArray[np.int16] | None = None
-    workload: TargetWorkload | None = None
-
-    def column(self, resource: str) -> int | None:
-        try:
-            return self.resources.index(resource)
-        except ValueError:
-            return None
-
-
-@dataclass(frozen=True)
-class PodDemand:
-    """A pod's requests as the resource managers count them at pod level (``pod_level_request``)."""
-
-    node_requests: tuple[tuple[str, float], ...]  # node-level fit; cpu in millicores
-    exclusive_cpus: int  # CPU manager hints: Guaranteed pods with integral CPUs only
-    memory_requests: tuple[tuple[str, float], ...]  # memory and hugepages, bytes
-    device_requests: tuple[tuple[str, float], ...]  # device-plugin resources, counts
-    guaranteed: bool
-    containers: int  # how many containers the kubelet admits one by one (init containers included)
-    source: Pod | None = None  # the pod itself, for the exact model
-
-
-def demand_of(pod: Pod) -> PodDemand:
-    """The pod-level requests the kubelet's pod scope would see; node-level fit uses the same totals."""
-    containers = pod.all_containers()
-    memory_names = sorted({name for c in containers for name in memory_requests(c)})
-    device_names = sorted({name for c in containers for name in device_requests(c)})
-
-    def level(per_container: Callable[[Container], int]) -> int:
-        return pod_level_request(pod, per_container)
-
-    memory = tuple((n, float(level(_amount_of(memory_requests, n)))) for n in memory_names)
-    devices = tuple((n, float(level(_amount_of(device_requests, n)))) for n in device_names)
-    cpu_millis = float(level(lambda c: c.cpu_millis))
-    node_requests = ((CPU, cpu_millis),) if cpu_millis else ()
-    return PodDemand(
-        node_requests=node_requests + memory + devices,
-        exclusive_cpus=level(lambda c: guaranteed_cpus(pod, c)),
-        memory_requests=memory,
-        device_requests=devices,
-        guaranteed=pod.qos is QOSClass.GUARANTEED,
-        containers=len(containers),
-        source=pod,
-    )
-
-
-def _amount_of(requests: Callable[[Container], dict[str, int]], name: str) -> Callable[[Container], int]:
-    return lambda container: requests(container).get(name, 0)
 
 
 def _any_cell(values: BoolArray) -> BoolArray:
@@ -216,36 +103,43 @@ class FilterResult:
     feasible: BoolArray
     reason_codes: npt.NDArray[np.int16]  # 0 when feasible, else 1 + an index into ``messages``
     messages: tuple[str, ...]
+    kinds: tuple[RejectionKind, ...]  # of each message
     exact_rows: IntArray  # slots decided by the exact per-node model rather than the vectorised rules
 
     def reason(self, position: int) -> str:
+        rejected = self.rejected(position)
+        return "" if rejected is None else rejected.message
+
+    def rejected(self, position: int) -> Rejected | None:
         code = int(self.reason_codes[position])
-        return "" if code == 0 else self.messages[code - 1]
+        return None if code == 0 else Rejected(self.messages[code - 1], self.kinds[code - 1])
 
 
 class _Reasons:
-    """Assigns a node its FIRST failing reason; messages are interned so rows carry small codes."""
+    """Assigns a node its FIRST failing reason; reasons are interned so rows carry small codes."""
 
     def __init__(self, size: int) -> None:
         self.codes = np.zeros(size, dtype=np.int16)
         self.messages: list[str] = []
+        self.kinds: list[RejectionKind] = []
         self._index: dict[str, int] = {}
 
-    def reject(self, failing: BoolArray, message: str) -> None:
+    def reject(self, failing: BoolArray, message: str, kind: RejectionKind) -> None:
         target = failing & (self.codes == 0)
         if not target.any():
             return
         code = self._index.get(message)
         if code is None:
             self.messages.append(message)
+            self.kinds.append(kind)
             code = self._index[message] = len(self.messages)
         self.codes[target] = code
 
-    def set_code(self, position: int, message: str) -> None:
+    def set_code(self, position: int, message: str, kind: RejectionKind) -> None:
         mask = np.zeros(self.codes.shape, dtype=np.bool_)
         mask[position] = True
         self.codes[position] = 0
-        self.reject(mask, message)
+        self.reject(mask, message, kind)
 
 
 @dataclass(frozen=True)
@@ -290,12 +184,13 @@ def filter_nodes(
     numa_count = arrays.numa_count[rows].astype(np.int64)
     policy = arrays.policy[rows]
     view = _View(arrays, rows, numa_count)
-    reasons.reject(numa_count == 0, "node has no published topology")
+    reasons.reject(numa_count == 0, "node has no published topology", RejectionKind.NO_TOPOLOGY)
     _node_level_fit(arrays, rows, demand, view, reasons)
     too_many = numa_count > MAX_NUMA
     reasons.reject(
         too_many & (policy != PolicyCode.NONE),
         f"kubelet Topology Manager refuses machines with more than {MAX_NUMA} NUMA nodes",
+        RejectionKind.KUBELET_TOPOLOGY,
     )
     providers = _providers(arrays, rows, demand, view)
     # Several containers are allocated one after another: under container scope each gets its own merge,
@@ -314,16 +209,23 @@ def filter_nodes(
     if single.any():
         admitted = _single_numa_admits(providers, view, single)
         reasons.reject(
-            single & ~admitted, "kubelet single-numa-node: no single NUMA cell is preferred by every resource"
+            single & ~admitted,
+            "kubelet single-numa-node: no single NUMA cell is preferred by every resource",
+            RejectionKind.KUBELET_TOPOLOGY,
         )
     if restricted.any():
         admitted = _restricted_admits(providers, view, restricted)
-        reasons.reject(restricted & ~admitted, "kubelet restricted: no NUMA set is preferred by every resource")
+        reasons.reject(
+            restricted & ~admitted,
+            "kubelet restricted: no NUMA set is preferred by every resource",
+            RejectionKind.KUBELET_TOPOLOGY,
+        )
     exact_positions = np.flatnonzero(exact & (reasons.codes == 0))
     for position in exact_positions:
         result = admit(node_resources(arrays, int(rows[position])), pod_of(demand))
         if not result.admit:
-            reasons.set_code(int(position), f"kubelet {result.reason}: {result.message}")
+            message = f"kubelet {result.reason}: {result.message}"
+            reasons.set_code(int(position), message, RejectionKind.KUBELET_TOPOLOGY)
     if intent is not None and intent.constrains:
         _apply_intent(arrays, rows=rows, demand=demand, intent=intent, providers=providers, view=view, reasons=reasons)
     return FilterResult(
@@ -331,6 +233,7 @@ def filter_nodes(
         feasible=reasons.codes == 0,
         reason_codes=reasons.codes,
         messages=tuple(reasons.messages),
+        kinds=tuple(reasons.kinds),
         exact_rows=rows[exact_positions],
     )
 
@@ -340,22 +243,23 @@ def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view:
     for name, request in demand.node_requests:
         column = arrays.column(name)
         if column is None:
-            reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}")
+            reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}", _SHORT)
             continue
-        reasons.reject(arrays.node_free[column, rows] < request, f"insufficient {name}")
+        reasons.reject(arrays.node_free[column, rows] < request, f"insufficient {name}", _SHORT)
     share = dict(demand.device_requests).get(GPU_SHARE, 0.0)
     if share and arrays.gpu_share_free is not None:
-        reasons.reject(arrays.gpu_share_free[rows] < share, f"no single GPU has {share:g} thousandths left to share")
+        message = f"no single GPU has {share:g} thousandths left to share"
+        reasons.reject(arrays.gpu_share_free[rows] < share, message, _SHORT)
     cpu = arrays.column(CPU)
     if demand.exclusive_cpus and cpu is not None:
         short = arrays.cpu_static[rows] & (view.free(cpu).sum(axis=1) < demand.exclusive_cpus)
-        reasons.reject(short, "not enough CPUs left for exclusive allocation")
+        reasons.reject(short, "not enough CPUs left for exclusive allocation", _SHORT)
     if demand.guaranteed:
         for name, request in demand.memory_requests:
             column = arrays.column(name)
             if column is not None:
                 short = arrays.memory_static[rows] & (view.free(column).sum(axis=1) < request)
-                reasons.reject(short, f"memory manager: not enough free {name} across NUMA cells")
+                reasons.reject(short, f"memory manager: not enough free {name} across NUMA cells", _SHORT)
 
 
 def _providers(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _View) -> list[_Provider]:
@@ -527,9 +431,11 @@ def _apply_intent(
             ok &= one_cell_covers[:, None] | ~provider.active[:, None]
         if intent.policy is NumaIntentPolicy.ISOLATED:
             ok &= ~arrays.cell_claimed[rows] & ~arrays.cell_isolated[rows]
-            reasons.reject(~_any_cell(ok), "intent isolated: no free NUMA cell without our other pods fits the pod")
+            message = "intent isolated: no free NUMA cell without our other pods fits the pod"
+            reasons.reject(~_any_cell(ok), message, RejectionKind.INTENT)
         else:
-            reasons.reject(~_any_cell(ok), "intent single-numa: no allowed NUMA cell fits the pod")
+            message = "intent single-numa: no allowed NUMA cell fits the pod"
+            reasons.reject(~_any_cell(ok), message, RejectionKind.INTENT)
         return
     pending = np.flatnonzero(reasons.codes == 0)
     if not len(pending) or (intent.policy is not NumaIntentPolicy.RESTRICTED and allowed.all()):
@@ -552,6 +458,7 @@ def _apply_intent(
         f"intent restricted: {what}"
         if intent.policy is NumaIntentPolicy.RESTRICTED
         else "NUMA affinity: no allowed NUMA set fits the pod",
+        RejectionKind.INTENT,
     )
 
 

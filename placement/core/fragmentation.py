@@ -21,18 +21,24 @@ a shape of n whole GPUs needs n free ones and uses them all; a shape asking no G
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kubenexus.topology.nrt import GPU_RESOURCE
-from placement.core.feasibility import CPU, GPU_MILLI, GPU_SHARE, NodeArrays, PodDemand
 from placement.core.gpu_sets import choose_shared_gpu
+from placement.core.vocabulary import (
+    CPU,
+    DEFAULT_WORKLOAD,
+    GPU_MILLI,
+    FloatArray,
+    IntArray,
+    NodeArrays,
+    PodDemand,
+    TargetWorkload,
+    shape_of,
+)
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 GpuLeftArray = npt.NDArray[np.integer[Any]]  # thousandths left per GPU, 0..GPU_MILLI
 
 NEUTRAL = 0.5  # the component where the placement leaves the expected fragmentation unchanged
@@ -42,88 +48,6 @@ NEUTRAL = 0.5  # the component where the placement leaves the expected fragmenta
 STEPS = 100
 
 
-@dataclass(frozen=True, order=True)
-class PodShape:
-    """What the measure reads of a pod: CPUs (millicores) and GPUs (whole ones, or thousandths of one)."""
-
-    cpu_milli: float
-    gpu_milli: int  # per GPU: GPU_MILLI for whole GPUs, less for a share of one GPU, 0 without GPUs
-    gpus: int  # whole GPUs; 1 for a share; 0 without GPUs
-
-    def __post_init__(self) -> None:
-        if self.cpu_milli < 0 or self.gpus < 0 or not 0 <= self.gpu_milli <= GPU_MILLI:
-            raise ValueError(f"invalid pod shape {self}")
-        if (self.gpus == 0) != (self.gpu_milli == 0) or (self.gpu_milli < GPU_MILLI and self.gpus > 1):
-            raise ValueError(f"a pod shares ONE GPU or asks whole GPUs, not {self}")
-
-
-def shape_of(demand: PodDemand) -> PodShape:
-    """The shape of a pod's pod-level requests."""
-    cpu = dict(demand.node_requests).get(CPU, 0.0)
-    devices = dict(demand.device_requests)
-    whole = int(devices.get(GPU_RESOURCE, 0))
-    share = int(devices.get(GPU_SHARE, 0))
-    if whole:
-        return PodShape(cpu, GPU_MILLI, whole)
-    if share:
-        return PodShape(cpu, min(share, GPU_MILLI), 1)
-    return PodShape(cpu, 0, 0)
-
-
-# Before a service has seen any pod: mostly whole-GPU pods of 1 to 8 GPUs with 8 CPUs per GPU, some pods
-# sharing half a GPU and some CPU-only pods. A learning model (``placement.state.workload``) moves away from
-# it as pods arrive.
-DEFAULT_SHAPES: Mapping[PodShape, float] = {
-    PodShape(8000, GPU_MILLI, 1): 0.40,
-    PodShape(16000, GPU_MILLI, 2): 0.10,
-    PodShape(32000, GPU_MILLI, 4): 0.10,
-    PodShape(64000, GPU_MILLI, 8): 0.10,
-    PodShape(4000, 500, 1): 0.10,
-    PodShape(4000, 0, 0): 0.20,
-}
-
-
-@dataclass(frozen=True)
-class TargetWorkload:
-    """The shapes and their frequencies, folded into the tables the vectorised measure reads."""
-
-    shapes: tuple[tuple[PodShape, float], ...]  # frequency (summing to 1), most frequent first
-    cpu_levels: FloatArray  # [C] distinct CPU requests, ascending: a node's CPU bucket is how many fit
-    # [C+1, GPU_MILLI+1]: of a GPU with v thousandths left on a node in CPU bucket c, what is lost to the
-    # shapes asking one GPU or part of one: v x (1 - the frequency of those whose CPUs fit and that ask
-    # at most v); the shapes asking no GPU or several lose it all here.
-    lost: FloatArray
-    # [C+1, W+1]: the frequency of the shapes asking 2+ whole GPUs, at most w, whose CPUs fit.
-    whole_table: FloatArray
-
-    @classmethod
-    def of(cls, weights: Mapping[PodShape, float]) -> TargetWorkload:
-        """From shapes and non-negative weights (any scale); at least one weight must be positive."""
-        items = [(shape, float(weight)) for shape, weight in weights.items() if weight > 0]
-        total = sum(weight for _, weight in items)
-        if not items or not np.isfinite(total):
-            raise ValueError("a target workload needs at least one shape with a finite positive weight")
-        shapes = tuple(sorted(((s, w / total) for s, w in items), key=lambda item: (-item[1], item[0])))
-        cpu_levels = np.unique([s.cpu_milli for s, _ in shapes]).astype(np.float64)
-        # One GPU, whole or shared, is one rule: any GPU with that much left; several whole GPUs another.
-        single = np.zeros((len(cpu_levels) + 1, GPU_MILLI + 1))
-        multi = np.zeros((len(cpu_levels) + 1, max(s.gpus for s, _ in shapes) + 1))
-        for shape, frequency in shapes:
-            c = int(np.searchsorted(cpu_levels, shape.cpu_milli)) + 1
-            if shape.gpus == 1:
-                single[c, shape.gpu_milli] += frequency
-            elif shape.gpus > 1:
-                multi[c, shape.gpus] += frequency
-        usable = single.cumsum(axis=0).cumsum(axis=1)
-        return cls(
-            shapes=shapes,
-            cpu_levels=cpu_levels,
-            lost=np.arange(GPU_MILLI + 1) * (1.0 - usable),
-            whole_table=multi.cumsum(axis=0).cumsum(axis=1),
-        )
-
-
-DEFAULT_WORKLOAD = TargetWorkload.of(DEFAULT_SHAPES)
 
 
 def _cpu_bucket(workload: TargetWorkload, cpu_left: FloatArray) -> IntArray:
@@ -252,11 +176,3 @@ def least_fragmenting_gpu(
     )
     least = frag.min()
     return choose_shared_gpu({i: left[i] for i, f in zip(fitting, frag.tolist(), strict=True) if f == least}, share)
-
-
-def workload_of(shapes: Iterable[PodShape]) -> TargetWorkload:
-    """The target workload of a list of pods: every shape by its frequency."""
-    counts: dict[PodShape, float] = {}
-    for shape in shapes:
-        counts[shape] = counts.get(shape, 0.0) + 1.0
-    return TargetWorkload.of(counts)

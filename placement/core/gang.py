@@ -47,27 +47,25 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kubenexus.topology.model import NodeTopology, PathKind
-from placement.core.decision import GPU_RESOURCE, plan_on_node
-from placement.core.feasibility import (
+from placement.core.charging import charge_cells, charge_node, pinned_amounts
+from placement.core.decision import plan_on_node
+from placement.core.feasibility import FilterResult, allowed_cells, cell_requests, filter_nodes
+from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
+from placement.core.intent import PodIntent
+from placement.core.podgroup import SpreadPolicy
+from placement.core.scoring import ScoringWeights, fit_curve, score_nodes
+from placement.core.vocabulary import (
     CPU,
-    GPU_MILLI,
-    GPU_SHARE,
+    GPU_RESOURCE,
     MAX_NUMA,
     MEMORY,
-    FilterResult,
     FloatArray,
     IntArray,
     NodeArrays,
     PodDemand,
     PolicyCode,
-    allowed_cells,
-    cell_requests,
-    filter_nodes,
+    Rejected,
 )
-from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
-from placement.core.intent import PodIntent
-from placement.core.podgroup import SpreadPolicy
-from placement.core.scoring import ScoringWeights, fit_curve, score_nodes
 
 _MILLI = 1000.0
 _GIB = float(1 << 30)
@@ -199,7 +197,7 @@ def member_capacity(arrays: NodeArrays, rows: IntArray, demand: PodDemand) -> In
         if column is None:
             return np.zeros(len(rows), dtype=np.int64)
         room = np.minimum(room, np.floor(arrays.node_free[column, rows] / amount).astype(np.int64))
-    charges = _cell_charges(demand)
+    charges = pinned_amounts(demand)
     if not charges:
         return room
     per_cell = np.full((len(rows), arrays.cell_free.shape[2]), _UNBOUNDED, dtype=np.int64)
@@ -215,17 +213,6 @@ def member_capacity(arrays: NodeArrays, rows: IntArray, demand: PodDemand) -> In
     bound = np.where(single, per_cell.sum(axis=1), per_node)
     result: IntArray = np.minimum(room, bound)
     return result
-
-
-def _cell_charges(demand: PodDemand) -> list[tuple[str, float]]:
-    """What a reservation of ``demand`` takes from its cells (``ClusterIndex._charge``), GPUs counted."""
-    charges: list[tuple[str, float]] = []
-    if demand.exclusive_cpus:
-        charges.append((CPU, float(demand.exclusive_cpus)))
-    if demand.guaranteed:
-        charges.extend(demand.memory_requests)
-    charges.extend(demand.device_requests)
-    return [(name, amount) for name, amount in charges if amount > 0]
 
 
 def _asked(intent: PodIntent) -> PodIntent | None:
@@ -353,8 +340,8 @@ class Workspace:
             gpu_table=None,  # chosen below, with the gang's own preferences
             free_gpus=frozenset(),
         )
-        if isinstance(plan, str):
-            return plan
+        if isinstance(plan, Rejected):
+            return plan.message
         return plan.cells, plan.pinned, self._choose_gpus(member, gpus, plan.cells)
 
     def _landing(self, member: GangMember, row: int, prefer: Sequence[int]) -> int:
@@ -399,18 +386,13 @@ class Workspace:
     def _charge(
         self, member: GangMember, row: int, cells: tuple[int, ...], chosen: tuple[int, ...], gpus: NodeGpus | None
     ) -> None:
-        """Take the member's amounts off the copy, as ``ClusterIndex._rebuild`` charges a reservation.
+        """Take the member's amounts off the copy by the index's own rule (``core.charging``).
 
-        Mirrors the index's rules (``test_gang_planner`` checks both agree after a gang is reserved).
         Members sharing a GPU (``GPU_SHARE``) are charged by amount on their cells, without a GPU of their
         own: the planner does not pick shared GPUs.
         """
         a = self.arrays
-        demand = member.demand
-        for name, amount in demand.node_requests:
-            column = a.column(name)
-            if column is not None:
-                a.node_free[column, row] -= amount
+        charge_node(a.node_free[:, row], a.resources, member.demand)
         count = min(int(a.numa_count[row]), MAX_NUMA)
         ids = [int(i) for i in a.cell_ids[row, :count]]
         known = [ids.index(c) for c in cells if c in ids]
@@ -418,26 +400,11 @@ class Workspace:
             a.cell_claimed[row, known] = True
             if member.intent.exclusive:
                 a.cell_isolated[row, known] = True
-        targets = known or list(range(count))
-        share = a.column(GPU_SHARE)
-        whole_gpus = dict(demand.device_requests).get(GPU_RESOURCE, 0.0)
-        if share is not None:
-            a.node_free[share, row] -= GPU_MILLI * whole_gpus  # a whole GPU is gone for sharing too
-        for name, amount in _cell_charges(demand):
-            column = a.column(name)
-            if column is None:
-                continue
-            if name == GPU_RESOURCE and chosen and gpus is not None:
-                for index in chosen:  # known GPUs: exactly the cells they sit on
-                    numa = gpus.table.numa_nodes[gpus.table.gpus.index(index)]
-                    if numa in ids:
-                        a.cell_free[column, row, ids.index(numa)] -= 1
-                        if share is not None:
-                            a.cell_free[share, row, ids.index(numa)] -= GPU_MILLI
-                continue
-            a.cell_free[column, row, targets] -= amount
-            if name == GPU_RESOURCE and share is not None:
-                a.cell_free[share, row, targets] -= GPU_MILLI * amount
+        gpu_cells = None
+        if chosen and gpus is not None:
+            numa_of = dict(zip(gpus.table.gpus, gpus.table.numa_nodes, strict=True))
+            gpu_cells = [ids.index(numa) if (numa := numa_of[index]) in ids else None for index in chosen]
+        charge_cells(a.cell_free[:, row, :], a.resources, member.demand, known or list(range(count)), gpu_cells)
         np.maximum(a.cell_free[:, row, :], 0, out=a.cell_free[:, row, :])
         if gpus is not None and chosen:
             self._gpus[row] = replace(gpus, free=gpus.free - frozenset(chosen))

@@ -33,12 +33,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from placement.core.annotations import AFFINITY_KEY, ANTI_AFFINITY_KEY, POLICY_KEY, RESOURCES_KEY, InvalidValue
 from placement.core.topology_manager import TopologyPolicy
-
-POLICY_KEY = "numa.scheduling.kubenexus.io/policy"
-RESOURCES_KEY = "numa.scheduling.kubenexus.io/resources"
-AFFINITY_KEY = "scheduling.kubenexus.io/numa-affinity-node-id"
-ANTI_AFFINITY_KEY = "scheduling.kubenexus.io/numa-anti-affinity-node-id"
 
 MAX_NUMA_ID = 63  # the kubelet's bitmask cannot name a higher NUMA node
 _HUGEPAGES = re.compile(r"hugepages-[1-9][0-9]*(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
@@ -55,17 +51,6 @@ class NumaIntentPolicy(enum.StrEnum):
     RESTRICTED = "restricted"
     SINGLE_NUMA = "single-numa"
     ISOLATED = "isolated"
-
-
-class InvalidValue(ValueError):
-    """A pod label or annotation value the placement service refuses; names the key, value and accepted values."""
-
-    def __init__(self, key: str, value: str, accepted: str, detail: str = "") -> None:
-        self.key = key
-        self.value = value
-        self.accepted = accepted
-        reason = f" ({detail})" if detail else ""
-        super().__init__(f"invalid value {value!r} for {key}{reason}; accepted: {accepted}")
 
 
 class IntentError(InvalidValue):

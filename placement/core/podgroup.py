@@ -25,12 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.core.intent import InvalidValue
-
-NAME_KEY = "pod-group.scheduling.kubenexus.io/name"
-MIN_AVAILABLE_KEY = "pod-group.scheduling.kubenexus.io/min-available"
-SCHEDULER_PLUGINS_KEY = "scheduling.x-k8s.io/pod-group"
-SPREAD_KEY = "scheduling.kubenexus.io/gang-numa-spread"
+from placement.core.annotations import (
+    GROUP_NAME_KEY,
+    MIN_AVAILABLE_KEY,
+    SCHEDULER_PLUGINS_KEY,
+    SPREAD_KEY,
+    InvalidValue,
+)
 
 # A label value: what the API server accepts, so the name also survives being written back onto pods.
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -89,22 +90,22 @@ def parse_membership(
     caller has it.
     """
     annotations = annotations or {}
-    ours = labels.get(NAME_KEY)
+    ours = labels.get(GROUP_NAME_KEY)
     theirs = labels.get(SCHEDULER_PLUGINS_KEY)
     minimum = labels.get(MIN_AVAILABLE_KEY)
     if ours is None and theirs is None:
         if minimum is not None:
-            raise PodGroupError(MIN_AVAILABLE_KEY, minimum, _MIN_ACCEPTED, f"set without {NAME_KEY}")
+            raise PodGroupError(MIN_AVAILABLE_KEY, minimum, _MIN_ACCEPTED, f"set without {GROUP_NAME_KEY}")
         return None
-    name = _parse_name(NAME_KEY, ours) if ours is not None else None
+    name = _parse_name(GROUP_NAME_KEY, ours) if ours is not None else None
     plugin_name = _parse_name(SCHEDULER_PLUGINS_KEY, theirs) if theirs is not None else None
     if name is not None and plugin_name is not None and name != plugin_name:
         raise PodGroupError(
-            SCHEDULER_PLUGINS_KEY, plugin_name, f"the same group as {NAME_KEY} ({name!r})", "names another group"
+            SCHEDULER_PLUGINS_KEY, plugin_name, f"the same group as {GROUP_NAME_KEY} ({name!r})", "names another group"
         )
     min_available = None if minimum is None else parse_min_available(MIN_AVAILABLE_KEY, minimum)
     if name is not None and plugin_name is None and min_available is None:
-        raise PodGroupError(MIN_AVAILABLE_KEY, "", _MIN_ACCEPTED, f"required with {NAME_KEY}")
+        raise PodGroupError(MIN_AVAILABLE_KEY, "", _MIN_ACCEPTED, f"required with {GROUP_NAME_KEY}")
     if pod_group is not None:
         if min_available is not None and min_available != pod_group.min_member:
             raise PodGroupError(

@@ -30,10 +30,10 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from kubenexus.topology.nrt import GPU_RESOURCE
-from placement.core.feasibility import FloatArray, IntArray, NodeArrays, PodDemand, allowed_cells, cell_requests
+from placement.core.feasibility import allowed_cells, cell_requests
 from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent
+from placement.core.vocabulary import GPU_RESOURCE, FloatArray, IntArray, NodeArrays, PodDemand
 
 SWEET_SPOT = 0.85  # a cell left 85% used scores best: well packed, with headroom for what runs there
 FULL_CELL_SCORE = 0.5  # a cell filled to the brim: packed, but no headroom left at all

@@ -22,17 +22,14 @@ from typing import TextIO
 
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import GPU_RESOURCE
-from placement.core.feasibility import demand_of
-from placement.core.intent import POLICY_KEY
-from placement.core.podgroup import MIN_AVAILABLE_KEY
-from placement.core.podgroup import NAME_KEY as GROUP_NAME_KEY
-from placement.engine import GangOutcome, GangSpec, GangState, Placement, PlacementEngine, Rejections
-from placement.errors import InvalidRequest, PlacementError
-from placement.pod_spec import ContainerSpec, PodSpec, validate_pod
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, POLICY_KEY
+from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
+from placement.core.vocabulary import GPU_RESOURCE, demand_of
+from placement.service.engine import PlacementEngine
+from placement.service.errors import InvalidRequest, PlacementError
+from placement.service.results import GangOutcome, GangSpec, GangState, Placement, Rejections
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement, MemberPod
-from placement.state.pods import PodUsage
+from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement
 
 # Machine type (file stem under machines/) and how many nodes of it the demo cluster has.
 FLEET: tuple[tuple[str, int], ...] = (
@@ -254,9 +251,7 @@ def _decide(engine: PlacementEngine, coordinator: GangCoordinator | None, worklo
 def _decide_gang(coordinator: GangCoordinator, workload: Workload, nodes: Sequence[str]) -> Result:
     """All or nothing through ``GangCoordinator``: every member planned against one snapshot, then reserved."""
     for spec in workload.pods:
-        pending = validate_pod(spec)
-        member = MemberPod(pending.namespace, pending.name, pending.pod, pending.labels, pending.annotations)
-        status = coordinator.add_member(member)
+        status = coordinator.add_member(validate_pod(spec))
         if status is not None and status.phase is GangPhase.INVALID:
             raise InvalidRequest(status.message)
     answer = coordinator.place(NAMESPACE, workload.key, nodes)
@@ -306,7 +301,7 @@ def _with_node_facts(engine: PlacementEngine, result: Result, candidates: int) -
         view = engine.node_topology(node)
         links[node] = {frozenset((a, b)): kind for a, b, kind in view.gpu_links}
         gpu_numa[node] = {gpu.index: gpu.numa_cell for gpu in view.gpus}
-        policies[node] = view.topology_manager_policy
+        policies[node] = view.kubelet.topology_manager_policy
     return Result(
         result.workload,
         placements=result.placements,

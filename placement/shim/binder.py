@@ -29,17 +29,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubenexus.kube.client import Json, KubeClient
+from kubenexus.kube.errors import API_ERRORS, ApiError, describe
+from kubenexus.kube.paths import PODS_PATH
+from kubenexus.kube.reflector import Reflector
 from placement.api.v1 import placement_pb2 as pb
-from placement.feed import PODS_PATH, RESERVED_NODE_KEY, Reflector, pod_key
-from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
+from placement.core.annotations import (
+    ASSIGNED_CELLS_KEY,
+    ASSIGNED_GPUS_KEY,
+    GROUP_NAME_KEY,
+    MIN_AVAILABLE_KEY,
+    RESERVED_NODE_KEY,
+    InvalidValue,
+    format_ids,
+    parse_ids,
+    pod_key,
+)
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import SCHEDULER_NAME
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 
 log = logging.getLogger("kubenexus.placement.binder")
 
-GROUP_NAME_LABEL = "pod-group.scheduling.kubenexus.io/name"
-GROUP_MIN_LABEL = "pod-group.scheduling.kubenexus.io/min-available"
 PodKey = tuple[str, str]
 
 
@@ -146,7 +156,7 @@ class Binder:
             pods = list(self._pods.values())
         groups: dict[PodKey, list[Json]] = {}
         for pod in pods:
-            group = _labels(pod).get(GROUP_NAME_LABEL)
+            group = _labels(pod).get(GROUP_NAME_KEY)
             if group:
                 groups.setdefault((pod_key(pod)[0], group), []).append(pod)
             elif _pending(pod):
@@ -157,7 +167,7 @@ class Binder:
 
     def _schedule_one(self, pod: Json) -> None:
         if _annotations(pod).get(RESERVED_NODE_KEY):
-            self._bind_all([_restored(pod)])  # reserved by an earlier leader: finish its work
+            self._resume([pod])  # reserved by an earlier leader: finish its work
             return
         try:
             answer = self._service.reserve(pod, [])
@@ -181,7 +191,7 @@ class Binder:
             return
         reserved = [pod for pod in pending if _annotations(pod).get(RESERVED_NODE_KEY)]
         if reserved and len(reserved) == len(pending):
-            self._bind_all([_restored(pod) for pod in reserved])  # an earlier leader's complete reservation
+            self._resume(reserved)  # an earlier leader's complete reservation
             return
         if reserved:
             # An earlier leader died while writing the reservation: release it and plan the group anew
@@ -217,13 +227,24 @@ class Binder:
 
     # --- the two phases -------------------------------------------------------------------------------
 
+    def _resume(self, pods: Sequence[Json]) -> None:
+        """Bind what an earlier leader reserved; a reservation that cannot be read is cleared and planned anew."""
+        try:
+            assignments = [_restored(pod) for pod in pods]
+        except InvalidValue as error:
+            pods_named = [_name(pod) for pod in pods]
+            log.warning("clearing a reservation that cannot be read", extra={"pods": pods_named, "error": str(error)})
+            self._clear(pods)
+            return
+        self._bind_all(assignments)
+
     def _reserve_all(self, assignments: Sequence[Assignment]) -> bool:
         """Phase 1: write every reservation, or none (a failure undoes the written ones)."""
         written: list[Assignment] = []
         for assignment in assignments:
             try:
                 self._patch_annotations(assignment.pod, dict(assignment.annotations))
-            except TRANSPORT_ERRORS as error:
+            except API_ERRORS as error:
                 log.warning(
                     "could not record a reservation; releasing the decision",
                     extra={"pod": _name(assignment.pod), "error": describe(error)},
@@ -260,7 +281,7 @@ class Binder:
                     "binding failed; retrying next pass", extra={"pod": _name(assignment.pod), "error": describe(error)}
                 )
                 continue
-            except TRANSPORT_ERRORS as error:
+            except API_ERRORS as error:
                 log.warning(
                     "binding failed; retrying next pass", extra={"pod": _name(assignment.pod), "error": describe(error)}
                 )
@@ -284,7 +305,7 @@ class Binder:
         for pod in pods:
             try:
                 self._patch_annotations(pod, dict.fromkeys((RESERVED_NODE_KEY, ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY)))
-            except TRANSPORT_ERRORS as error:
+            except API_ERRORS as error:
                 log.warning("could not clear a reservation", extra={"pod": _name(pod), "error": describe(error)})
 
     def _unreserve(self, pod: Json) -> None:
@@ -340,7 +361,7 @@ class Binder:
         }
         try:
             self._api.create(f"/api/v1/namespaces/{namespace}/events", event)
-        except TRANSPORT_ERRORS as error:
+        except API_ERRORS as error:
             log.warning("could not record an event", extra={"pod": f"{namespace}/{name}", "error": describe(error)})
             return
         self._said[key] = message
@@ -373,14 +394,14 @@ def _pending(pod: Mapping[str, Any]) -> bool:
 
 def _min_available(members: Sequence[Mapping[str, Any]]) -> int | str:
     """The group's min-available (every member's count when no member says); a message when invalid."""
-    values = {_labels(m).get(GROUP_MIN_LABEL) for m in members} - {None}
+    values = {_labels(m).get(MIN_AVAILABLE_KEY) for m in members} - {None}
     if not values:
         return len(members)
     if len(values) > 1:
-        return f"members of the pod group disagree about {GROUP_MIN_LABEL}: {', '.join(sorted(map(str, values)))}"
+        return f"members of the pod group disagree about {MIN_AVAILABLE_KEY}: {', '.join(sorted(map(str, values)))}"
     (text,) = values
     if not str(text).isdigit() or int(str(text)) < 1:
-        return f"invalid {GROUP_MIN_LABEL} {text!r}: must be a positive integer"
+        return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
     return int(str(text))
 
 
@@ -397,17 +418,13 @@ def _assignment(pod: Json, placement: pb.PodPlacement) -> Assignment:
 
 
 def _restored(pod: Json) -> Assignment:
-    """The assignment an earlier leader recorded on the pod."""
+    """The assignment an earlier leader recorded on the pod; ``InvalidValue`` when it cannot be read."""
     annotations = _annotations(pod)
-
-    def ids(key: str) -> tuple[int, ...]:
-        return tuple(int(i) for i in str(annotations.get(key) or "").split(",") if i.strip().isdigit())
-
     return Assignment(
         pod=pod,
         node=str(annotations[RESERVED_NODE_KEY]),
-        cells=ids(ASSIGNED_CELLS_KEY),
-        gpus=ids(ASSIGNED_GPUS_KEY),
+        cells=parse_ids(ASSIGNED_CELLS_KEY, annotations.get(ASSIGNED_CELLS_KEY)),
+        gpus=parse_ids(ASSIGNED_GPUS_KEY, annotations.get(ASSIGNED_GPUS_KEY)),
         annotations={},
     )
 

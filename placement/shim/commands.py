@@ -2,8 +2,6 @@
 
 ``placement.main`` owns the parser: it calls ``placement.shim.flags``' ``add_extender_arguments`` /
 ``add_binder_arguments`` on a sub-parser and ``run_extender`` / ``run_binder`` with the parsed arguments.
-``lease_config`` turns the leader election flags (``add_lease_arguments``, shared with ``serve``) into
-a LeaseConfig.
 
 Each ``run_*`` returns an exit code and never raises for a user's mistake: bad flags, missing credentials
 or an unusable TLS file are one log line and exit code 2 (1 for an API that cannot be reached at all).
@@ -18,8 +16,10 @@ import ssl
 import threading
 from pathlib import Path
 
-from placement.kubeapi import ApiUnavailable, KubeClient, connect
-from placement.leader import LeaderElector, LeaseConfig
+from kubenexus.kube.client import KubeClient, connect
+from kubenexus.kube.errors import ApiUnavailable
+from kubenexus.kube.leader import LeaderElector, LeaseConfig
+from placement.core.annotations import FIELD_MANAGER
 from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient, TlsFiles
 from placement.shim.extender import Extender, serve
@@ -27,21 +27,9 @@ from placement.shim.extender import Extender, serve
 log = logging.getLogger("kubenexus.placement.shim")
 
 
-def lease_config(args: argparse.Namespace) -> LeaseConfig:
-    """The Lease settings from ``add_lease_arguments``'s flags; ValueError names a bad combination."""
-    return LeaseConfig(
-        namespace=args.lease_namespace,
-        name=args.lease_name,
-        identity=args.identity,
-        lease_duration_s=args.lease_duration,
-        renew_deadline_s=args.renew_deadline,
-        retry_period_s=args.retry_period,
-    )
-
-
 def run_extender(args: argparse.Namespace) -> int:
     try:
-        api = connect(args.kubeconfig, context=args.context)
+        api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
         host, port = _address(args.listen)
         tls = _server_tls(args.tls_cert, args.tls_key)
         service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
@@ -64,7 +52,7 @@ def run_extender(args: argparse.Namespace) -> int:
 
 def run_binder(args: argparse.Namespace) -> int:
     try:
-        api = connect(args.kubeconfig, context=args.context)
+        api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
         elector = _elector(args, api)
         service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
     except (ApiUnavailable, ValueError, OSError) as error:
@@ -94,7 +82,7 @@ def _elector(args: argparse.Namespace, api: KubeClient) -> LeaderElector | None:
     if not args.leader_elect:
         return None
     # No pod label: that routes the service's traffic and belongs to the service's own Lease.
-    return LeaderElector(api, lease_config(args))
+    return LeaderElector(api, LeaseConfig.from_flags(args))
 
 
 def _client_tls(args: argparse.Namespace) -> TlsFiles | None:

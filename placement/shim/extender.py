@@ -33,13 +33,19 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kubenexus.kube.client import Json, KubeClient
+from kubenexus.kube.errors import API_ERRORS, describe
 from placement.api.v1 import placement_pb2 as pb
-from placement.feed import RESERVED_NODE_KEY
-from placement.kubeapi import TRANSPORT_ERRORS, Json, KubeClient, describe
-from placement.shim.binder import GROUP_MIN_LABEL, GROUP_NAME_LABEL
+from placement.core.annotations import (
+    ASSIGNED_CELLS_KEY,
+    ASSIGNED_GPUS_KEY,
+    GROUP_NAME_KEY,
+    MIN_AVAILABLE_KEY,
+    RESERVED_NODE_KEY,
+    format_ids,
+)
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S
-from placement.state.pods import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 
 log = logging.getLogger("kubenexus.placement.extender")
 
@@ -153,7 +159,7 @@ class Extender:
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node},
                 },
             )
-        except TRANSPORT_ERRORS as error:
+        except API_ERRORS as error:
             self._release(namespace, name)
             return {"Error": f"binding {namespace}/{name} to {node} failed: {describe(error)}"}
         log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node, "cells": list(placement.numa_cells)})
@@ -165,13 +171,13 @@ class Extender:
         """Hold a group member until its group fills; "" to bind now, else why it gave up."""
         metadata = pod.get("metadata") or {}
         labels: Mapping[str, str] = metadata.get("labels") or {}
-        group_name = labels.get(GROUP_NAME_LABEL)
+        group_name = labels.get(GROUP_NAME_KEY)
         if not group_name:
             return ""
         namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
-        text = labels.get(GROUP_MIN_LABEL, "1")
+        text = labels.get(MIN_AVAILABLE_KEY, "1")
         if not text.isdigit() or int(text) < 1:
-            return f"invalid {GROUP_MIN_LABEL} {text!r}: must be a positive integer"
+            return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
         bound = self._bound_members(namespace, group_name)
         key = (namespace, group_name)
         with self._groups_lock:
@@ -191,11 +197,11 @@ class Extender:
         )
 
     def _bound_members(self, namespace: str, group: str) -> int:
-        pods = self._api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"{GROUP_NAME_LABEL}={group}"})
+        pods = self._api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"{GROUP_NAME_KEY}={group}"})
         return sum(
             1
             for p in pods.get("items") or []
-            if (p.get("metadata") or {}).get("labels", {}).get(GROUP_NAME_LABEL) == group
+            if (p.get("metadata") or {}).get("labels", {}).get(GROUP_NAME_KEY) == group
             and (p.get("spec") or {}).get("nodeName")
         )
 
@@ -206,7 +212,7 @@ class Extender:
             log.warning("could not release a reservation", extra={"pod": f"{namespace}/{name}", "error": str(error)})
         try:
             self._patch(namespace, name, dict.fromkeys((RESERVED_NODE_KEY, ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY)))
-        except TRANSPORT_ERRORS as error:
+        except API_ERRORS as error:
             log.warning("could not clear a reservation", extra={"pod": f"{namespace}/{name}", "error": describe(error)})
 
     def _patch(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
@@ -275,7 +281,7 @@ def serve(
                 self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
             except RuntimeError as error:  # prioritize: the service refused
                 self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error)})
-            except TRANSPORT_ERRORS as error:  # the API server, reading the pod to bind
+            except API_ERRORS as error:  # the API server, reading the pod to bind
                 self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": describe(error)})
 
         def _answer(self, status: HTTPStatus, document: Any) -> None:

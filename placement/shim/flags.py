@@ -1,4 +1,4 @@
-"""The flags of ``kubenexus-placement extender``, ``binder`` and the leader election of ``serve``.
+"""The flags of ``kubenexus-placement extender`` and ``binder``.
 
 Kept apart from ``placement.shim.commands`` so that building the parser loads neither the Kubernetes
 client nor gRPC: ``serve --demo`` never needs them.
@@ -7,10 +7,10 @@ client nor gRPC: ``serve --demo`` never needs them.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-DEFAULT_NAMESPACE = "kubenexus-system"
+from kubenexus.kube.lease_flags import add_lease_arguments
+
 SCHEDULER_NAME = "kubenexus-scheduler"
 DEFAULT_GANG_TIMEOUT_S = 10.0
 
@@ -23,24 +23,6 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -
     )
     group.add_argument("--context", help="kubeconfig context")
     add_lease_arguments(parser, lease_name=lease_name)
-
-
-def add_lease_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -> None:
-    group = parser.add_argument_group("leader election")
-    group.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="elect one leader among replicas through a coordination.k8s.io Lease (default: on)",
-    )
-    group.add_argument("--lease-name", default=lease_name)
-    group.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE))
-    group.add_argument(
-        "--identity", default=os.environ.get("POD_NAME", ""), help="this replica's identity (default: $POD_NAME)"
-    )
-    group.add_argument("--lease-duration", type=float, default=15.0, metavar="S")
-    group.add_argument("--renew-deadline", type=float, default=10.0, metavar="S")
-    group.add_argument("--retry-period", type=float, default=2.0, metavar="S")
 
 
 def add_service_client_arguments(parser: argparse.ArgumentParser) -> None:

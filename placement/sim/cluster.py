@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.feasibility import GPU_MILLI, GPU_SHARE
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.core.topology_manager import (
     AdmissionResult,
@@ -33,6 +32,7 @@ from placement.core.topology_manager import (
     admit,
 )
 from placement.core.topology_manager.providers import NodeState
+from placement.core.vocabulary import GPU_MILLI, GPU_SHARE
 from placement.sim.trace import MIB, TraceNode, TracePod, kubelet_policy, node_topology, socket_layout
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -20,16 +20,16 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.feasibility import GPU_MILLI
-from placement.core.fragmentation import PodShape
-from placement.core.intent import POLICY_KEY, PodIntent
-from placement.core.podgroup import MIN_AVAILABLE_KEY, NAME_KEY
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
+from placement.core.intent import PodIntent
+from placement.core.pods import PendingPod
+from placement.core.vocabulary import GPU_MILLI, PodShape
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
 from placement.sim.gpuallocator import BestEffortBaseline
 from placement.sim.trace import TracePod, node_topology
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement, MemberPod
-from placement.state.reservations import PodRequest, Reservations
+from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement
+from placement.state.reservations import Reservations
 from placement.state.workload import WorkloadModel
 
 FloatArray = npt.NDArray[np.float64]
@@ -371,7 +371,7 @@ class Ours:
         self.rows = {name: row for row, name in enumerate(cluster.names)}
 
     def choose(self, key: str, pod: TracePod) -> Choice | None:
-        request = PodRequest(namespace=NAMESPACE, name=key, pod=kubelet_pod(pod), intent=PodIntent(policy=pod.intent))
+        request = PendingPod(namespace=NAMESPACE, name=key, pod=kubelet_pod(pod), intent=PodIntent(policy=pod.intent))
         decision = self.reservations.decide(request)
         if decision.node is None:
             return None
@@ -380,9 +380,9 @@ class Ours:
     def choose_gang(self, group: str, keys: Sequence[str], pods: Sequence[TracePod]) -> list[Choice] | None:
         """Where each member of a gang goes, all reserved at once; None when the gang does not fit."""
         for key, pod in zip(keys, pods, strict=True):
-            annotations = {} if pod.intent is None else {POLICY_KEY: pod.intent.value}
-            labels = {NAME_KEY: group, MIN_AVAILABLE_KEY: str(len(pods))}
-            self.coordinator.add_member(MemberPod(NAMESPACE, key, kubelet_pod(pod), labels, annotations))
+            labels = {GROUP_NAME_KEY: group, MIN_AVAILABLE_KEY: str(len(pods))}
+            member = PendingPod(NAMESPACE, key, kubelet_pod(pod), PodIntent(policy=pod.intent), labels)
+            self.coordinator.add_member(member)
         placement = self.coordinator.place(NAMESPACE, group)
         if not isinstance(placement, GangPlacement):
             for key in keys:  # a gang that cannot start now never comes back in this simulation

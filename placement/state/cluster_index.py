@@ -37,7 +37,10 @@ from kubenexus.topology.labels import decode_node_metadata, local_read_bandwidth
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
 from kubenexus.topology.podfingerprint import pods_fingerprint
-from placement.core.feasibility import (
+from placement.core.charging import charge_cells, charge_node
+from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
+from placement.core.pods import PodUsage
+from placement.core.vocabulary import (
     CPU,
     GPU_MILLI,
     GPU_SHARE,
@@ -51,11 +54,10 @@ from placement.core.feasibility import (
     ScopeCode,
     is_memory_resource,
 )
-from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
-from placement.state.pods import PodUsage
 from placement.state.workload import WorkloadModel
 
 _MILLI = 1000.0
+_POLICY_NAMES = {int(code): name for name, code in POLICY_CODES.items()}
 DEFAULT_GPU_COLUMNS = 8  # GPUs per node in ``gpu_left``; widened for a machine with more
 _BASE_RESOURCES = (CPU, "memory", "hugepages-2Mi", "hugepages-1Gi", GPU_RESOURCE, GPU_SHARE)
 
@@ -67,6 +69,37 @@ class GpuShape:
     table: GpuLinkTable
     numa_of: Mapping[int, int | None]  # GPU index -> host NUMA id
     healthy: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Amount:
+    """One resource of a cell or node: cpu in CPUs, memory and hugepages in bytes, devices in counts."""
+
+    name: str
+    total: float
+    free: float
+
+
+@dataclass(frozen=True)
+class CellState:
+    """One NUMA cell as the index holds it (``ClusterIndex.cells``)."""
+
+    id: int
+    resources: tuple[Amount, ...]  # those the cell has
+    local_read_bandwidth_mbps: float
+    local_distance: float  # SLIT distance to itself; 0 where unknown
+    claimed: bool  # a pod placed by us uses it
+    isolated: bool  # an isolated pod placed by us holds it
+
+
+@dataclass(frozen=True)
+class KubeletPolicy:
+    """The node's resource managers as it reported them."""
+
+    topology_manager_policy: str
+    topology_manager_scope: str
+    cpu_manager_static: bool
+    memory_manager_static: bool
 
 
 @dataclass
@@ -445,16 +478,13 @@ class ClusterIndex:
         claimed = np.zeros(MAX_NUMA, dtype=np.bool_)
         isolated = np.zeros(MAX_NUMA, dtype=np.bool_)
         ids = [int(i) for i in self.cell_ids[slot, :count]]
-        gpu, share = self._resources.index(GPU_RESOURCE), self._resources.index(GPU_SHARE)
+        gpu = self._resources.index(GPU_RESOURCE)
         shared_by_all: dict[int, float] = {}  # thousandths shared out of each GPU, by every pod we know
         shared_unaccounted: set[int] = set()
         for entry in node.pods.values():
             usage = entry.usage
-            for name, amount in usage.demand.node_requests:
-                if name in self._resources:
-                    node_free[self._resources.index(name)] -= amount
-            # A whole GPU is gone for sharing too; a shared GPU is gone for whole-GPU requests (below).
-            node_free[share] -= GPU_MILLI * dict(usage.demand.device_requests).get(GPU_RESOURCE, 0.0)
+            # A shared GPU is gone for whole-GPU requests too (below).
+            charge_node(node_free, self._resources, usage.demand)
             if _shares_gpu(usage):
                 for index in usage.gpus:
                     shared_by_all[index] = shared_by_all.get(index, 0.0) + _share_of(usage)
@@ -466,7 +496,8 @@ class ClusterIndex:
                 if usage.isolated:
                     isolated[known] = True
             if not entry.accounted:
-                self._charge(free, usage, known or list(range(count)), node.gpus, ids)
+                cells = known or list(range(count))
+                charge_cells(free, self._resources, usage.demand, cells, _gpu_cells(usage, node, ids))
         node_free[gpu] -= len(shared_by_all)
         for index in shared_unaccounted:
             numa = node.gpus.numa_of.get(index) if node.gpus is not None else None
@@ -497,35 +528,6 @@ class ClusterIndex:
             for index in whole[max(int(cell_gpus_free[position]), 0) :]:
                 amounts[index] = 0.0
         return list(amounts.values())
-
-    def _charge(
-        self, free: FloatArray, usage: PodUsage, cells: list[int], gpus: GpuShape | None, ids: list[int]
-    ) -> None:
-        demand = usage.demand
-        charges: list[tuple[str, float]] = []
-        if demand.exclusive_cpus:
-            charges.append((CPU, float(demand.exclusive_cpus)))
-        if demand.guaranteed:
-            charges.extend(demand.memory_requests)
-        for name, amount in demand.device_requests:
-            if name in (GPU_RESOURCE, GPU_SHARE) and usage.gpus and gpus is not None:
-                # Known GPUs: charge exactly the cells they sit on; a whole GPU takes all its thousandths.
-                for index in usage.gpus:
-                    numa = gpus.numa_of.get(index)
-                    if numa in ids:
-                        cell = ids.index(numa)
-                        if name == GPU_RESOURCE:
-                            free[self._resources.index(GPU_RESOURCE), cell] -= 1
-                            free[self._resources.index(GPU_SHARE), cell] -= GPU_MILLI
-                        else:
-                            free[self._resources.index(GPU_SHARE), cell] -= amount
-                continue
-            if name == GPU_RESOURCE:
-                charges.append((GPU_SHARE, GPU_MILLI * amount))
-            charges.append((name, amount))
-        for name, amount in charges:
-            if name in self._resources:
-                free[self._resources.index(name), cells] -= amount
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -625,10 +627,63 @@ class ClusterIndex:
         whole = {i for e in node.pods.values() if not _shares_gpu(e.usage) for i in e.usage.gpus}
         return {i: GPU_MILLI - shared.get(i, 0.0) for i in sorted(node.gpus.healthy - whole)}
 
+    # --- views for people (GetNodeTopology, ListNodes): read under ``lock`` --------------------------------
+
+    def kubelet_policy(self, slot: int) -> KubeletPolicy:
+        return KubeletPolicy(
+            topology_manager_policy=_POLICY_NAMES.get(int(self.policy[slot]), "none"),
+            topology_manager_scope="pod" if self.scope[slot] == ScopeCode.POD else "container",
+            cpu_manager_static=bool(self.cpu_static[slot]),
+            memory_manager_static=bool(self.memory_static[slot]),
+        )
+
+    def numa_cells(self, slot: int) -> int:
+        return int(self.numa_count[slot])
+
+    def cells(self, slot: int) -> tuple[CellState, ...]:
+        count = min(int(self.numa_count[slot]), MAX_NUMA)
+        return tuple(
+            CellState(
+                id=int(self.cell_ids[slot, k]),
+                resources=tuple(
+                    Amount(name, float(self.cell_total[c, slot, k]), float(self.cell_free[c, slot, k]))
+                    for c, name in enumerate(self._resources)
+                    if self.cell_total[c, slot, k] > 0
+                ),
+                local_read_bandwidth_mbps=float(self.bandwidth[slot, k]),
+                local_distance=float(self.local_distance[slot, k]),
+                claimed=bool(self.cell_claimed[slot, k]),
+                isolated=bool(self.cell_isolated[slot, k]),
+            )
+            for k in range(count)
+        )
+
+    def node_amounts(self, slot: int) -> dict[str, Amount]:
+        """Allocatable and free per resource the node offers (free: less every pod we know there)."""
+        allocatable, free = self.node_allocatable[:, slot], self.node_free[:, slot]
+        return {
+            name: Amount(name, _in_units(name, allocatable[c]), _in_units(name, free[c]))
+            for c, name in enumerate(self._resources)
+            if allocatable[c] > 0
+        }
+
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:
             node = self._nodes.get(name)
             return [] if node is None else [(e.usage, e.bound, e.accounted) for e in node.pods.values()]
+
+
+def _in_units(resource: str, amount: float) -> float:
+    """Node arrays count millicores: CPUs for people."""
+    return float(amount) / _MILLI if resource == CPU else float(amount)
+
+
+def _gpu_cells(usage: PodUsage, node: _Node, ids: list[int]) -> list[int | None] | None:
+    """The cell position of each GPU the pod holds, when known (``charging.charge_cells``)."""
+    if not usage.gpus or node.gpus is None:
+        return None
+    numa_of = node.gpus.numa_of
+    return [ids.index(numa) if (numa := numa_of.get(index)) in ids else None for index in usage.gpus]
 
 
 def _placed(usage: PodUsage, held: PodUsage) -> PodUsage:

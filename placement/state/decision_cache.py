@@ -22,10 +22,10 @@ from collections.abc import Hashable
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.feasibility import FilterResult, IntArray, PodDemand, filter_nodes
-from placement.core.fragmentation import TargetWorkload
+from placement.core.feasibility import FilterResult, filter_nodes
 from placement.core.intent import PodIntent
 from placement.core.scoring import NodeComponents, node_components
+from placement.core.vocabulary import IntArray, PodDemand, RejectionKind, TargetWorkload
 from placement.state.cluster_index import ClusterIndex
 
 DEFAULT_SHAPES = 16  # pod shapes kept; 55 bytes of arrays per node each (0.55 MB at 10,000 nodes)
@@ -42,6 +42,7 @@ class _Shape:
         self.codes = np.zeros(capacity, dtype=np.int16)  # 0 feasible, else 1 + an index into messages
         self.exact = np.zeros(capacity, dtype=np.bool_)  # decided by the exact per-node model
         self.messages: list[str] = []
+        self.kinds: list[RejectionKind] = []
         self._message_codes: dict[str, int] = {}
         self.scored_at = np.full(capacity, _NEVER, dtype=np.int64)
         self.workload: TargetWorkload | None = None
@@ -51,13 +52,14 @@ class _Shape:
         self.fragmentation = np.zeros(capacity)
         self.landing_cell = np.zeros(capacity, dtype=np.int64)
 
-    def codes_of(self, messages: tuple[str, ...]) -> npt.NDArray[np.int16]:
-        """Maps a fresh result's codes (1 + index into ``messages``) to this shape's codes."""
+    def codes_of(self, fresh: FilterResult) -> npt.NDArray[np.int16]:
+        """Maps a fresh result's codes (1 + index into its ``messages``) to this shape's codes."""
         table = [0]
-        for message in messages:
+        for message, kind in zip(fresh.messages, fresh.kinds, strict=True):
             code = self._message_codes.get(message)
             if code is None:
                 self.messages.append(message)
+                self.kinds.append(kind)
                 code = self._message_codes[message] = len(self.messages)
             table.append(code)
         return np.array(table, dtype=np.int16)
@@ -65,6 +67,7 @@ class _Shape:
     def forget_verdicts(self) -> None:
         self.judged_at[:] = _NEVER
         self.messages.clear()
+        self.kinds.clear()
         self._message_codes.clear()
 
 
@@ -93,7 +96,7 @@ class DecisionCache:
                 shape.forget_verdicts()
                 stale = rows
             fresh = filter_nodes(index.arrays(), stale, demand, intent)
-            shape.codes[stale] = shape.codes_of(fresh.messages)[fresh.reason_codes]
+            shape.codes[stale] = shape.codes_of(fresh)[fresh.reason_codes]
             shape.exact[stale] = False
             shape.exact[fresh.exact_rows] = True
             shape.judged_at[stale] = index.changes
@@ -105,6 +108,7 @@ class DecisionCache:
             feasible=codes == 0,
             reason_codes=codes,
             messages=tuple(shape.messages),
+            kinds=tuple(shape.kinds),
             exact_rows=rows[shape.exact[rows]],
         )
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from kubenexus.topology.model import NodeTopology
-from placement.core.feasibility import FloatArray, IntArray, NodeArrays, demand_of
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY, SPREAD_KEY
 from placement.core.gang import (
     GangMember,
     GangPlan,
@@ -54,23 +54,11 @@ from placement.core.gang import (
     nic_local_gpus,
     plan_gang,
 )
-from placement.core.intent import IntentError, PodIntent, parse_pod_intent
-from placement.core.podgroup import (
-    MIN_AVAILABLE_KEY,
-    NAME_KEY,
-    SCHEDULER_PLUGINS_KEY,
-    SPREAD_KEY,
-    GroupRef,
-    Membership,
-    PodGroupError,
-    PodGroupSpec,
-    SpreadPolicy,
-    parse_membership,
-)
+from placement.core.podgroup import GroupRef, Membership, PodGroupError, PodGroupSpec, SpreadPolicy, parse_membership
+from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import ScoringWeights
-from placement.core.topology_manager import Pod
+from placement.core.vocabulary import FloatArray, IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodUsage
 from placement.state.reservations import Reservations
 
 DEFAULT_PERMIT_TIMEOUT_S = 10.0
@@ -97,22 +85,6 @@ class GangConfig:
             raise ValueError(f"permit timeout must be positive, got {self.permit_timeout_s}")
         if not self.starvation_after_s >= 0:
             raise ValueError(f"starvation threshold must not be negative, got {self.starvation_after_s}")
-
-
-@dataclass(frozen=True)
-class MemberPod:
-    """A pod as the coordinator needs it: identity, labels and annotations, the kubelet-level model."""
-
-    namespace: str
-    name: str
-    pod: Pod
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    priority: int = 0  # spec.priority
-
-    @property
-    def key(self) -> Key:
-        return (self.namespace, self.name)
 
 
 class GangPhase(enum.StrEnum):
@@ -179,7 +151,7 @@ class _State(enum.Enum):
 
 @dataclass
 class _Member:
-    pod: MemberPod
+    pod: PendingPod
     plan: GangMember
     arrival: int
     state: _State = _State.PENDING
@@ -257,7 +229,7 @@ class GangCoordinator:
 
     # --- members ---------------------------------------------------------------------------------------
 
-    def add_member(self, pod: MemberPod, *, pod_group: PodGroupSpec | None = None) -> GangStatus | None:
+    def add_member(self, pod: PendingPod, *, pod_group: PodGroupSpec | None = None) -> GangStatus | None:
         """Record a pod seen by the service; None for a pod outside any group (place it on its own).
 
         ``pod_group``: the spec of the scheduler-plugins PodGroup object the pod names, when known. A pod
@@ -277,10 +249,6 @@ class GangCoordinator:
             if gang is None:
                 self._sequence += 1
                 gang = self._gangs[membership.group] = _Gang(ref=membership.group, sequence=self._sequence)
-            try:
-                intent = parse_pod_intent(pod.annotations, pod.labels)
-            except IntentError as error:
-                return self._refuse(pod, gang.ref, str(error))
             conflict = self._conflict(gang, membership, pod, from_object=pod_group is not None)
             if conflict is not None:
                 return self._refuse(pod, gang.ref, conflict)
@@ -291,10 +259,10 @@ class GangCoordinator:
             member = gang.members.get(pod.key)
             if member is None:
                 self._sequence += 1
-                gang.members[pod.key] = _Member(pod=pod, plan=self._gang_member(pod, intent), arrival=self._sequence)
+                gang.members[pod.key] = _Member(pod=pod, plan=self._gang_member(pod), arrival=self._sequence)
                 self._member_of[pod.key] = gang.ref
             elif member.state is _State.PENDING:
-                member.pod, member.plan = pod, self._gang_member(pod, intent)
+                member.pod, member.plan = pod, self._gang_member(pod)
             self._refresh(gang, now)
             return self._status(gang)
 
@@ -416,12 +384,12 @@ class GangCoordinator:
 
     # --- internals -------------------------------------------------------------------------------------
 
-    def _gang_member(self, pod: MemberPod, intent: PodIntent) -> GangMember:
+    def _gang_member(self, pod: PendingPod) -> GangMember:
         demand = demand_of(pod.pod)
         wants_nic = any(m in name for name, _ in demand.device_requests for m in self._config.rdma_markers)
-        return GangMember(key=pod.key, demand=demand, intent=intent, wants_nic=wants_nic)
+        return GangMember(key=pod.key, demand=demand, intent=pod.intent, wants_nic=wants_nic)
 
-    def _conflict(self, gang: _Gang, membership: Membership, pod: MemberPod, *, from_object: bool) -> str | None:
+    def _conflict(self, gang: _Gang, membership: Membership, pod: PendingPod, *, from_object: bool) -> str | None:
         """Why ``pod`` disagrees with the members already in ``gang`` (None when it does not)."""
         others = [m for k, m in gang.members.items() if k != pod.key]
         if not others:
@@ -440,7 +408,7 @@ class GangCoordinator:
             )
         return None
 
-    def _refuse(self, pod: MemberPod, ref: GroupRef | None, message: str) -> GangStatus:
+    def _refuse(self, pod: PendingPod, ref: GroupRef | None, message: str) -> GangStatus:
         """Record a member's invalid labels; its group places nothing more until the pod is fixed or gone."""
         if ref is None:
             return GangStatus("", GangPhase.INVALID, message, 0, None, 0, 0)
@@ -687,9 +655,9 @@ class GangCoordinator:
         return GangStatus(str(gang.ref), phase, message, total, minimum, placed, bound)
 
 
-def _named_group(pod: MemberPod) -> GroupRef | None:
+def _named_group(pod: PendingPod) -> GroupRef | None:
     """The group a pod's labels name, even when another of its group labels is invalid."""
-    for key in (NAME_KEY, SCHEDULER_PLUGINS_KEY):
+    for key in (GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY):
         name = pod.labels.get(key)
         if name:
             return GroupRef(pod.namespace or "default", name)

@@ -26,26 +26,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement.core.decision import plan_on_node, rank
-from placement.core.feasibility import FilterResult, demand_of
-from placement.core.intent import PodIntent
+from placement.core.feasibility import FilterResult
+from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
-from placement.core.topology_manager import Pod
+from placement.core.vocabulary import Rejected, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodUsage
 
 DEFAULT_TTL_S = 30.0
 MAX_PLAN_ATTEMPTS = 16  # ranked nodes to try after the exact check rejects the best ones
-
-
-@dataclass(frozen=True)
-class PodRequest:
-    """A pod to place: identity, the kubelet-level pod, its NUMA intent and, for gang members, affinity."""
-
-    namespace: str
-    name: str
-    pod: Pod
-    intent: PodIntent = field(default_factory=PodIntent)
-    gang: Mapping[str, float] | None = None  # node name -> gang affinity in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -62,19 +50,24 @@ class Decision:
     breakdown: Mapping[str, float] = field(default_factory=dict)
     expires_at: float | None = None
     filtered: FilterResult | None = None
-    skipped: Mapping[str, str] = field(default_factory=dict)  # feasible nodes the exact check turned down
+    skipped: Mapping[str, Rejected] = field(default_factory=dict)  # feasible nodes the exact check turned down
     slot_names: tuple[str | None, ...] = ()
 
-    def reasons(self) -> dict[str, str]:
+    def rejections(self) -> dict[str, Rejected]:
         """Why each candidate was not chosen (built on demand: one entry per rejected node)."""
-        result: dict[str, str] = {}
+        result: dict[str, Rejected] = {}
         if self.filtered is not None:
             for position in np.flatnonzero(~self.filtered.feasible):
                 name = self.slot_names[int(self.filtered.rows[position])]
-                if name is not None:
-                    result[name] = self.filtered.reason(int(position))
+                rejected = self.filtered.rejected(int(position))
+                if name is not None and rejected is not None:
+                    result[name] = rejected
         result.update(self.skipped)
         return result
+
+    def reasons(self) -> dict[str, str]:
+        """The messages of ``rejections``."""
+        return {node: rejected.message for node, rejected in self.rejections().items()}
 
 
 @dataclass
@@ -102,7 +95,7 @@ class Reservations:
         self._clock = clock
         self._pending: dict[tuple[str, str], _Reservation] = {}
 
-    def decide(self, request: PodRequest, candidate_names: Iterable[str] | None = None) -> Decision:
+    def decide(self, request: PendingPod, candidate_names: Iterable[str] | None = None) -> Decision:
         """Filter, score, plan and reserve atomically; ``candidate_names`` None means every node."""
         index = self._index
         with index.lock:
@@ -113,13 +106,10 @@ class Reservations:
             names = None if candidate_names is None else list(candidate_names)
             rows = index.slots(names)
             demand = demand_of(request.pod)
-            gang = None
-            if request.gang:
-                gang = np.array([request.gang.get(index.name_of(int(r)) or "", 0.0) for r in rows], dtype=np.float64)
             arrays = index.arrays()
-            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights, gang=gang)
+            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights)
             scores = ranking.scores
-            skipped: dict[str, str] = {}
+            skipped: dict[str, Rejected] = {}
             for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
                 row = int(scores.rows[position])
                 node = index.name_of(row) or ""
@@ -134,7 +124,7 @@ class Reservations:
                     free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(row),
                     gpu_share_left=None if shape is None else index.gpu_share_left(row),
                 )
-                if isinstance(plan, str):
+                if isinstance(plan, Rejected):
                     skipped[node] = plan
                     continue
                 index.assume_pod(

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from placement.core.feasibility import PodDemand
-from placement.core.fragmentation import DEFAULT_SHAPES, PodShape, TargetWorkload, shape_of
+from placement.core.vocabulary import DEFAULT_SHAPES, PodDemand, PodShape, TargetWorkload, shape_of
 
 DEFAULT_HALF_LIFE_PODS = 5000.0
 DEFAULT_PRIOR_PODS = 10.0

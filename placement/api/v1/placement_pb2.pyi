@@ -46,13 +46,15 @@ class _RejectionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Rejecti
     REJECTION_KIND_NO_TOPOLOGY: _RejectionKind.ValueType  # 2
     """the node reported no NUMA cells"""
     REJECTION_KIND_INSUFFICIENT_RESOURCES: _RejectionKind.ValueType  # 3
-    """node-level amounts do not fit"""
+    """free amounts do not fit"""
     REJECTION_KIND_KUBELET_TOPOLOGY: _RejectionKind.ValueType  # 4
     """the node's kubelet Topology Manager would refuse the pod"""
     REJECTION_KIND_INTENT: _RejectionKind.ValueType  # 5
     """the pod's own NUMA intent cannot be met here"""
     REJECTION_KIND_ISOLATION: _RejectionKind.ValueType  # 6
     """the cells it would use are held by an isolated pod"""
+    REJECTION_KIND_HELD_FOR_GANG: _RejectionKind.ValueType  # 7
+    """kept free for a pod group that has waited too long"""
 
 class RejectionKind(_RejectionKind, metaclass=_RejectionKindEnumTypeWrapper):
     """--- Filter, Score -------------------------------------------------------------------------------------"""
@@ -63,13 +65,15 @@ REJECTION_KIND_UNKNOWN_NODE: RejectionKind.ValueType  # 1
 REJECTION_KIND_NO_TOPOLOGY: RejectionKind.ValueType  # 2
 """the node reported no NUMA cells"""
 REJECTION_KIND_INSUFFICIENT_RESOURCES: RejectionKind.ValueType  # 3
-"""node-level amounts do not fit"""
+"""free amounts do not fit"""
 REJECTION_KIND_KUBELET_TOPOLOGY: RejectionKind.ValueType  # 4
 """the node's kubelet Topology Manager would refuse the pod"""
 REJECTION_KIND_INTENT: RejectionKind.ValueType  # 5
 """the pod's own NUMA intent cannot be met here"""
 REJECTION_KIND_ISOLATION: RejectionKind.ValueType  # 6
 """the cells it would use are held by an isolated pod"""
+REJECTION_KIND_HELD_FOR_GANG: RejectionKind.ValueType  # 7
+"""kept free for a pod group that has waited too long"""
 Global___RejectionKind: _TypeAlias = RejectionKind  # noqa: Y015
 
 class _GangState:

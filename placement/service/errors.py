@@ -1,4 +1,4 @@
-"""Errors the placement engine raises on purpose; ``placement.server`` maps each to one gRPC status code.
+"""Errors the placement engine raises on purpose; ``placement.api.interceptor`` maps each to one gRPC status code.
 
 Anything else escaping the engine is a bug: the server answers INTERNAL with a generic message and logs it.
 """

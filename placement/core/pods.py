@@ -1,9 +1,13 @@
-"""Pending pods as clients send them, validated strictly into what the placement core decides on.
+"""Pods, read in one place: the pods clients ask about and the pods the watch shows bound.
 
-A pod here comes from a client (the scheduler shim, a person with grpcurl) before anything checked it, so
-every field is validated with a message that names the pod, the container and the field: negative or
-malformed quantities, requests above limits, fractional devices, unknown intent values. The same
-conversion (``pod_model``) reads the pods the watch shows bound (``placement.state.pods``).
+A pod asked about comes from a client (the scheduler shim, a person with grpcurl) before anything checked
+it: ``PodSpec`` is the pod as the API carries it, and ``validate_pod`` turns it into the ``PendingPod`` the
+core decides on, validating every field with a message that names the pod, the container and the field
+(negative or malformed quantities, requests above limits, fractional devices, unknown intent values).
+A pod the watch shows bound or reserved becomes a ``PodUsage`` (``pod_usage``, ``reserved_usage``) through
+the same conversion of its containers (``pod_model``), plus the placement annotations the service wrote.
+
+Every refusal is a ``PodParseError``.
 """
 
 from __future__ import annotations
@@ -16,9 +20,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from placement.core.intent import IntentError, PodIntent, parse_pod_intent
+from placement.core.annotations import (
+    ASSIGNED_CELLS_KEY,
+    ASSIGNED_GPUS_KEY,
+    POLICY_KEY,
+    RESERVED_NODE_KEY,
+    InvalidValue,
+    parse_ids,
+)
+from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
 from placement.core.topology_manager import Container, Pod, QOSClass
-from placement.errors import InvalidRequest
+from placement.core.vocabulary import PodDemand, demand_of
 
 MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
 MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
@@ -40,6 +52,10 @@ _SUFFIX = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
+
+
+class PodParseError(ValueError):
+    """A pod the service cannot read, asked about or watched; the message names the pod and the field."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +80,20 @@ class PodSpec:
 
 @dataclass(frozen=True)
 class PendingPod:
-    """A validated pod: the kubelet-level model the core admits, and the pod's NUMA intent."""
+    """A validated pod to place: the kubelet-level model the core admits, its NUMA intent, and what gang
+    scheduling reads (its group labels and annotations, its priority)."""
 
     namespace: str
     name: str
     pod: Pod
-    intent: PodIntent
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
+    intent: PodIntent = field(default_factory=PodIntent)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0  # spec.priority
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
 
 
 def pod_spec_from_json(text: str) -> PodSpec:
@@ -79,14 +101,14 @@ def pod_spec_from_json(text: str) -> PodSpec:
     try:
         document = json.loads(text)
     except ValueError as error:
-        raise InvalidRequest(f"pod_json is not valid JSON: {error}") from None
+        raise PodParseError(f"pod_json is not valid JSON: {error}") from None
     return pod_spec_from_object(document)
 
 
 def pod_spec_from_object(document: Any) -> PodSpec:
     """A Kubernetes Pod object as a decoded JSON document."""
     if not isinstance(document, dict):
-        raise InvalidRequest("pod_json must be a JSON object (a Kubernetes Pod)")
+        raise PodParseError("pod_json must be a JSON object (a Kubernetes Pod)")
     metadata = _object(document.get("metadata"), "metadata")
     spec = _object(document.get("spec"), "spec")
     return PodSpec(
@@ -103,7 +125,7 @@ def _containers(value: Any, where: str, *, init: bool) -> tuple[ContainerSpec, .
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise InvalidRequest(f"{where} must be a list")
+        raise PodParseError(f"{where} must be a list")
     result = []
     for position, item in enumerate(value):
         container = _object(item, f"{where}[{position}]")
@@ -123,13 +145,13 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidRequest(f"{where} must be a JSON object")
+        raise PodParseError(f"{where} must be a JSON object")
     return value
 
 
 def _string(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise InvalidRequest(f"{where} must be a string")
+        raise PodParseError(f"{where} must be a string")
     return value
 
 
@@ -142,26 +164,26 @@ def _quantity_map(value: Any, where: str) -> dict[str, str]:
     result = {}
     for key, item in _object(value, where).items():
         if isinstance(item, bool) or not isinstance(item, str | int | float):
-            raise InvalidRequest(f"{where}[{key!r}] must be a Kubernetes quantity string")
+            raise PodParseError(f"{where}[{key!r}] must be a Kubernetes quantity string")
         result[key] = str(item)
     return result
 
 
 def validate_pod(spec: PodSpec) -> PendingPod:
-    """The pod the core decides on; raises ``InvalidRequest`` naming the first invalid field."""
+    """The pod the core decides on; raises ``PodParseError`` naming the first invalid field."""
     if not spec.name:
-        raise InvalidRequest("pod name is required")
+        raise PodParseError("pod name is required")
     namespace = spec.namespace or "default"
     where = f"pod {namespace}/{spec.name}"
     if not spec.containers:
-        raise InvalidRequest(f"{where}: at least one container is required")
+        raise PodParseError(f"{where}: at least one container is required")
     for kind, containers in (("containers", spec.containers), ("init containers", spec.init_containers)):
         if len(containers) > MAX_CONTAINERS:
-            raise InvalidRequest(f"{where}: {len(containers)} {kind}, more than the {MAX_CONTAINERS} accepted")
+            raise PodParseError(f"{where}: {len(containers)} {kind}, more than the {MAX_CONTAINERS} accepted")
     try:
         intent = parse_pod_intent(spec.annotations, spec.labels)
-    except IntentError as error:
-        raise InvalidRequest(f"{where}: {error}") from None
+    except InvalidValue as error:
+        raise PodParseError(f"{where}: {error}") from None
     return PendingPod(
         namespace=namespace,
         name=spec.name,
@@ -176,7 +198,7 @@ def pod_model(spec: PodSpec, where: str) -> Pod:
     """The kubelet-level pod: each container's effective requests and the pod's QoS class.
 
     The one conversion of a pod's containers, for pods a client asks about and for pods the watch shows
-    bound (``placement.state.pods``); raises ``InvalidRequest`` naming the container and field.
+    bound (``pod_usage``); raises ``PodParseError`` naming the container and field.
     """
     all_containers = (*spec.init_containers, *spec.containers)
     amounts = [_amounts(c, f"{where} container {c.name or '?'}") for c in all_containers]
@@ -195,11 +217,11 @@ def parse_quantity(text: str | int | float, *, where: str) -> Decimal:
     """A Kubernetes quantity ("500m", "4Gi", "1e3") as a Decimal in base units."""
     match = _QUANTITY.fullmatch(str(text).strip())
     if match is None or match.group(2) not in _SUFFIX:
-        raise InvalidRequest(f"{where}: {text!r} is not a Kubernetes quantity")
+        raise PodParseError(f"{where}: {text!r} is not a Kubernetes quantity")
     try:
         return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
     except InvalidOperation:
-        raise InvalidRequest(f"{where}: {text!r} is not a Kubernetes quantity") from None
+        raise PodParseError(f"{where}: {text!r} is not a Kubernetes quantity") from None
 
 
 @dataclass(frozen=True)
@@ -215,11 +237,11 @@ def _amounts(container: ContainerSpec, where: str) -> _Amounts:
             label = f"{where}: {kind}.{name}"
             amount = parse_quantity(text, where=label)
             if not amount.is_finite() or amount < 0:
-                raise InvalidRequest(f"{label} must not be negative, got {text!r}")
+                raise PodParseError(f"{label} must not be negative, got {text!r}")
             if amount > MAX_AMOUNT:
-                raise InvalidRequest(f"{label} is too large: {text!r}")
+                raise PodParseError(f"{label} is too large: {text!r}")
             if name not in _CPU_MEMORY and amount != amount.to_integral_value():
-                raise InvalidRequest(f"{label} must be a whole number, got {text!r}")
+                raise PodParseError(f"{label} must be a whole number, got {text!r}")
             parsed[name] = amount
         return parsed
 
@@ -227,7 +249,7 @@ def _amounts(container: ContainerSpec, where: str) -> _Amounts:
     requests = {**limits, **parse(container.requests, "requests")}
     for name, limit in limits.items():
         if requests[name] > limit:
-            raise InvalidRequest(f"{where}: requests.{name} {requests[name]} exceeds limits.{name} {limit}")
+            raise PodParseError(f"{where}: requests.{name} {requests[name]} exceeds limits.{name} {limit}")
     return _Amounts(requests=requests, limits=limits)
 
 
@@ -253,3 +275,66 @@ def _qos(amounts: Sequence[_Amounts]) -> QOSClass:
         name in a.limits and a.requests.get(name) == a.limits[name] for a in amounts for name in _CPU_MEMORY
     )
     return QOSClass.GUARANTEED if guaranteed else QOSClass.BURSTABLE
+
+
+# --- bound pods -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """One pod on one node: its demand, and where it sits when we placed it."""
+
+    namespace: str
+    name: str
+    node: str
+    demand: PodDemand
+    cells: tuple[int, ...] = ()  # NUMA ids when known; () = unknown
+    gpus: tuple[int, ...] = ()  # GPU indices when known
+    isolated: bool = False  # holds its cell exclusively against our other pods
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+def pod_usage(pod: Mapping[str, Any]) -> PodUsage | None:
+    """The usage of a bound pod object; None for a pod not bound to a node or already finished."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName")
+    phase = (pod.get("status") or {}).get("phase")
+    if not node or phase in ("Succeeded", "Failed"):
+        return None
+    namespace, name = str(metadata.get("namespace", "default")), str(metadata.get("name", ""))
+    where = f"pod {namespace}/{name}"
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    model = pod_model(pod_spec_from_object(pod), where)
+    return PodUsage(
+        namespace=namespace,
+        name=name,
+        node=str(node),
+        demand=demand_of(model),
+        cells=_ids(annotations, ASSIGNED_CELLS_KEY, where),
+        gpus=_ids(annotations, ASSIGNED_GPUS_KEY, where),
+        isolated=annotations.get(POLICY_KEY) == NumaIntentPolicy.ISOLATED.value,
+    )
+
+
+def reserved_usage(obj: Mapping[str, Any]) -> PodUsage | None:
+    """The reservation a pending pod carries in ``RESERVED_NODE_KEY``; None when it carries none."""
+    metadata = obj.get("metadata") or {}
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    node = annotations.get(RESERVED_NODE_KEY)
+    if not node or (obj.get("spec") or {}).get("nodeName"):
+        return None
+    # pod_usage reads the requests and our cell / GPU annotations of a bound pod: present the pod as
+    # bound to the reserved node to read them the same way.
+    placed = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
+    return pod_usage(placed)
+
+
+def _ids(annotations: Mapping[str, str], key: str, where: str) -> tuple[int, ...]:
+    try:
+        return parse_ids(key, annotations.get(key))
+    except InvalidValue as error:
+        raise PodParseError(f"{where}: {error}") from None

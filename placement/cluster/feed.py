@@ -1,14 +1,7 @@
 """Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods.
 
-Each resource has one ``Reflector`` thread doing what client-go's reflector does:
-
-* **list**, then hand the whole set to the handler (``replace``: anything not in the list is gone);
-* **watch** from the list's ``resourceVersion``, applying events in order and remembering the version of
-  the last one (bookmarks included), and when the stream ends (server timeout, idle read timeout)
-  watch again from there: a resume, nothing re-read;
-* **410 Gone** (the version is older than etcd keeps) means events were lost: list again;
-* any other failure (connection refused, 5xx, 403) waits a capped, jittered exponential backoff and
-  resumes from the last version; one log line per failure, never an exception out of the thread.
+Each resource has one ``kubenexus.kube.reflector.Reflector`` thread (list, then watch with resume, relist
+on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates.
 
 ``ClusterFeed.synced`` is True only once every initial list has landed and while every watch is
 connected. The service reports NOT_SERVING on its health check and refuses decisions while it is
@@ -16,7 +9,7 @@ False: a cache that is known to miss events must not place pods (it could double
 
 State rebuild: everything the service needs to continue after a restart or a failover is in the API,
 so the first lists rebuild it. Bound pods carry our ``assigned-numa-nodes`` / ``assigned-gpus``
-annotations (``pods.pod_usage`` reads them); a pod the binder reserved but had not bound yet carries
+annotations (``core.pods.pod_usage`` reads them); a pod the binder reserved but had not bound yet carries
 ``RESERVED_NODE_KEY`` beside those, and is charged on that node exactly like a reservation, so the
 next leader neither loses it nor hands its cells to another pod.
 """
@@ -24,162 +17,38 @@ next leader neither loses it nor hands its cells to another pod.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from kubenexus.kube.backoff import Backoff
+from kubenexus.kube.client import Json, KubeClient
+from kubenexus.kube.paths import NODES_PATH, NRTS_PATH, PODS_PATH
+from kubenexus.kube.reflector import Reflector
 from kubenexus.topology.json_codec import TopologyDecodeError
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import decode_nrt
-from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
+from placement.core.annotations import pod_key
+from placement.core.pods import PodParseError, PodUsage, pod_usage, reserved_usage
 from placement.state.cluster_index import ClusterIndex
-from placement.state.pods import PodParseError, PodUsage, pod_usage
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement.feed")
 
-NODES_PATH = "/api/v1/nodes"
-PODS_PATH = "/api/v1/pods"
-NRTS_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
-
-# Written by the binder on a pod it has placed but not yet bound (value: the node name), beside the
-# assigned cells / GPUs. It stays on the bound pod as a record; once ``spec.nodeName`` is set that wins.
-RESERVED_NODE_KEY = "scheduling.kubenexus.io/reserved-node"
 
 # (node name, its labels, its topology when that changed else None)
 NodeObserver = Callable[[str, Mapping[str, str], NodeTopology | None], None]
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Capped exponential backoff with jitter, so that replicas that lost the API do not return in step."""
-
-    base_s: float = 0.5
-    max_s: float = 30.0
-
-    def delay(self, failures: int, rng: random.Random) -> float:
-        ceiling = min(self.max_s, self.base_s * 2 ** max(0, failures - 1))
-        return rng.uniform(ceiling / 2, ceiling)
-
-
-class Handler(Protocol):
-    """What a reflector feeds: the full set after a list, then one event at a time."""
-
-    def replace(self, objects: list[Json]) -> None: ...
-    def apply(self, kind: str, obj: Json) -> None: ...  # kind: ADDED, MODIFIED, DELETED
-
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old (HTTP 410 / an ERROR event with code 410): relist."""
-
-
-class Reflector:
-    """List then watch one collection into ``handler``; run ``run`` on its own thread."""
-
-    def __init__(
-        self,
-        api: KubeClient,
-        path: str,
-        handler: Handler,
-        *,
-        stop: threading.Event,
-        query: Mapping[str, str] | None = None,
-        watch_timeout_s: float = 300.0,
-        backoff: Backoff | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.path = path
-        self._api = api
-        self._handler = handler
-        self._stop = stop
-        self._query = dict(query or {})
-        self._watch_timeout_s = watch_timeout_s
-        self._backoff = backoff or Backoff()
-        self._rng = rng or random.Random()
-        self.listed = False  # the initial list has landed
-        self.connected = False  # a watch stream is open (or the list just succeeded)
-        self.relists = 0
-
-    @property
-    def healthy(self) -> bool:
-        return self.listed and self.connected
-
-    def run(self) -> None:
-        version: str | None = None
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    version = self._list()
-                version = self._watch(version)
-                failures = 0
-            except Gone:
-                # Not an outage: the history we would resume from was compacted. Relist at once.
-                log.info("watch history expired (410 Gone); relisting", extra={"resource": self.path})
-                self.connected = False
-                self.relists += 1
-                version = None
-            except TRANSPORT_ERRORS as error:
-                self.connected = False
-                if self._stop.is_set():
-                    return
-                failures += 1
-                delay = self._backoff.delay(failures, self._rng)
-                log.warning(
-                    "watch failed; retrying",
-                    extra={"resource": self.path, "error": describe(error), "retry_in_s": round(delay, 2)},
-                )
-                self._stop.wait(delay)
-        self.connected = False
-
-    def _list(self) -> str:
-        document = self._api.list(self.path, self._query)
-        items = document.get("items") or []
-        self._handler.replace([item for item in items if isinstance(item, dict)])
-        self.listed = self.connected = True
-        return str((document.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _watch(self, version: str) -> str:
-        """Apply events until the stream ends; returns the version to resume from."""
-        events = self._api.watch(
-            self.path, resource_version=version, timeout_s=self._watch_timeout_s, query=self._query
-        )
-        try:
-            for event in events:
-                self.connected = True
-                kind = str(event.get("type", ""))
-                obj = event.get("object")
-                if not isinstance(obj, dict):
-                    raise ValueError(f"watch event without an object: {str(event)[:120]}")
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise Gone
-                    raise ApiError(int(obj.get("code") or 500), str(obj.get("message", "")))
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if kind != "BOOKMARK":
-                    self._handler.apply(kind, obj)
-                if self._stop.is_set():
-                    break
-        except ApiError as error:
-            if error.status == 410:
-                raise Gone from None
-            raise
-        except TRANSPORT_ERRORS:
-            if self._stop.is_set():
-                return version
-            raise
-        return version
+# (the pod's key, its usage when bound, whether it is gone: deleted, succeeded or failed)
+PodObserver = Callable[[tuple[str, str], PodUsage | None, bool], None]
 
 
 class ClusterFeed:
     """Nodes, NRTs and Pods into a ``ClusterIndex`` (and its ``Reservations``); ``start`` / ``stop``.
 
-    ``on_pod`` (optional) sees every pod event after the index did, for a caller that tracks pending
-    pods (the binder) or gang progress without a watch of its own. ``on_node`` (optional) sees a node's
+    ``on_pod`` (optional) sees every pod change after the index did, parsed: for gang progress (members
+    bound, deleted or finished) without a watch of its own. ``on_node`` (optional) sees a node's
     labels, with its decoded topology when that changed (None otherwise), and ``on_node_removed`` its
     removal: the gang coordinator's locality (zone, rack, fabric clique) and NIC-near GPUs.
     """
@@ -192,7 +61,7 @@ class ClusterFeed:
         *,
         watch_timeout_s: float = 300.0,
         backoff: Backoff | None = None,
-        on_pod: Callable[[str, Json], None] | None = None,
+        on_pod: PodObserver | None = None,
         on_node: NodeObserver | None = None,
         on_node_removed: Callable[[str], None] | None = None,
     ) -> None:
@@ -349,9 +218,7 @@ class _Collection:
 class _PodHandler:
     """Pods into the index and the reservations, including the binder's reserved-not-bound pods."""
 
-    def __init__(
-        self, index: ClusterIndex, reservations: Reservations, on_pod: Callable[[str, Json], None] | None
-    ) -> None:
+    def __init__(self, index: ClusterIndex, reservations: Reservations, on_pod: PodObserver | None) -> None:
         self._index = index
         self._reservations = reservations
         self._on_pod = on_pod
@@ -363,17 +230,12 @@ class _PodHandler:
             self._deleted(key)
         for obj in listed.values():
             self._changed(obj)
-        if self._on_pod is not None:
-            for obj in listed.values():
-                self._on_pod("ADDED", obj)
 
     def apply(self, kind: str, obj: Json) -> None:
         if kind == "DELETED":
             self._deleted(pod_key(obj))
         else:
             self._changed(obj)
-        if self._on_pod is not None:
-            self._on_pod(kind, obj)
 
     def _changed(self, obj: Json) -> None:
         key = pod_key(obj)
@@ -384,10 +246,16 @@ class _PodHandler:
         except PodParseError as error:
             log.warning("cannot count a pod; ignoring it", extra={"pod": "/".join(key), "error": str(error)})
             return
+        finished = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        self._count(key, bound, reserved, finished)
+        if self._on_pod is not None:
+            self._on_pod(key, bound, finished)
+
+    def _count(self, key: tuple[str, str], bound: PodUsage | None, reserved: PodUsage | None, finished: bool) -> None:
         if bound is not None:
             self._reservations.observe_pod(bound)
             return
-        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if finished:
             self._reservations.observe_pod_deleted(*key)
             return
         if key in self._reservations.pending():
@@ -405,24 +273,8 @@ class _PodHandler:
     def _deleted(self, key: tuple[str, str]) -> None:
         self._known.discard(key)
         self._reservations.observe_pod_deleted(*key)
-
-
-def reserved_usage(obj: Mapping[str, Any]) -> PodUsage | None:
-    """The reservation a pending pod carries in ``RESERVED_NODE_KEY``; None when it carries none."""
-    metadata = obj.get("metadata") or {}
-    annotations: Mapping[str, str] = metadata.get("annotations") or {}
-    node = annotations.get(RESERVED_NODE_KEY)
-    if not node or (obj.get("spec") or {}).get("nodeName"):
-        return None
-    # pod_usage reads the requests and our cell / GPU annotations of a bound pod: present the pod as
-    # bound to the reserved node to read them the same way.
-    placed = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
-    return pod_usage(placed)
-
-
-def pod_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = obj.get("metadata") or {}
-    return (str(metadata.get("namespace") or "default"), str(metadata.get("name") or ""))
+        if self._on_pod is not None:
+            self._on_pod(key, None, True)
 
 
 def _name(obj: Mapping[str, Any]) -> str:

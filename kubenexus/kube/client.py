@@ -1,12 +1,11 @@
-"""The placement service's Kubernetes API calls: raw JSON over the official client's ``ApiClient``.
+"""Kubernetes API calls as raw JSON over the official client's ``ApiClient``, for both programs.
 
-Not through ``CoreV1Api`` and friends, for the agent's reason (``agent.publish.KubeApi``): the generated
-classes cost tens of MB of validators, and deserialising every Pod of a watch into models costs time the
-service spends on decisions instead. Authentication, TLS and kubeconfig handling stay the client's.
+Not through ``CoreV1Api`` and the other generated classes: instantiating one costs the agent about 21 MB of
+pydantic validators for its ~400 methods (a third of the agent's memory target, measured), and
+deserialising every Node or Pod of a watch into models costs time neither program needs. Authentication,
+TLS and kubeconfig handling stay the client's, unchanged.
 
-Every failure leaves as ``ApiError`` (HTTP status, the API server's message) or a transport error
-(``urllib3.exceptions.HTTPError``, ``OSError``); ``TRANSPORT_ERRORS`` names them for callers that log and
-retry, so no caller needs to know the client's exception zoo.
+Every failure leaves as one of ``errors.API_ERRORS``; a 404 on ``get`` is ``None``, not an error.
 """
 
 from __future__ import annotations
@@ -22,44 +21,25 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from kubenexus.kube.errors import ApiError, ApiUnavailable
+
 Json = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
-FIELD_MANAGER = "kubenexus-placement"
-# One hung call must not stall a decision loop or a lease renewal for long.
+# One hung call must not stall a pass, a decision loop or a lease renewal for long.
 REQUEST_TIMEOUT_S = (5.0, 15.0)
 
 
-class ApiError(Exception):
-    """The API server answered with an error status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
-        self.status = status
-        self.message = message
-
-
-class ApiUnavailable(Exception):
-    """No usable cluster credentials (kubeconfig or in-cluster service account)."""
-
-
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ApiError, urllib3.exceptions.HTTPError, OSError, ValueError)
-
-
-def describe(error: BaseException) -> str:
-    """One line for a log: the API server's status and message, or the transport failure."""
-    if isinstance(error, ApiError):
-        return str(error)
-    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
-        return f"{type(error.reason).__name__}: {error.reason}"
-    return f"{type(error).__name__}: {error}"
-
-
 class KubeClient:
-    """JSON requests against the API server; thread-safe (the underlying urllib3 pool is)."""
+    """JSON requests against the API server; thread-safe (the underlying urllib3 pool is).
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    ``field_manager`` names the program in every write's managed fields (``kubectl get -o yaml
+    --show-managed-fields`` tells who wrote what).
+    """
+
+    def __init__(self, api_client: client.ApiClient, *, field_manager: str) -> None:
         self._client = api_client
+        self.field_manager = field_manager
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
 
@@ -77,9 +57,6 @@ class KubeClient:
 
     def create(self, path: str, body: Mapping[str, Any]) -> Json:
         return self._json("POST", path, body=body, content_type="application/json")
-
-    def replace(self, path: str, body: Mapping[str, Any]) -> Json:
-        return self._json("PUT", path, body=body, content_type="application/json")
 
     def merge_patch(self, path: str, patch: Mapping[str, Any]) -> Json:
         return self._json("PATCH", path, body=patch, content_type=MERGE_PATCH)
@@ -165,7 +142,7 @@ class KubeClient:
             headers["Content-Type"] = content_type
         params = list((query or {}).items())
         if method not in ("GET", "DELETE"):
-            params.append(("fieldManager", FIELD_MANAGER))
+            params.append(("fieldManager", self.field_manager))
         request = self._client.param_serialize(
             method=method,
             resource_path=path,
@@ -194,11 +171,14 @@ def _error(status: int, body: bytes) -> ApiError:
     return ApiError(status, message[:500])
 
 
-def connect(kubeconfig: str | None, *, context: str | None = None) -> KubeClient:
-    """A client from ``kubeconfig``; without one the pod's service account, else the default kubeconfig."""
+def connect(
+    kubeconfig: str | None = None, *, field_manager: str, context: str | None = None, in_cluster: bool = True
+) -> KubeClient:
+    """A client from ``kubeconfig``; without one the pod's service account (``in_cluster``), else the default
+    kubeconfig (``KUBECONFIG``, ``~/.kube/config``) as kubectl finds it."""
     configuration = client.Configuration()
     try:
-        if kubeconfig is None:
+        if kubeconfig is None and in_cluster:
             try:
                 config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except ConfigException:
@@ -211,8 +191,8 @@ def connect(kubeconfig: str | None, *, context: str | None = None) -> KubeClient
             )
     except (ConfigException, OSError) as error:
         raise ApiUnavailable(f"cannot load cluster credentials: {error}") from None
-    # Callers own retrying (with backoff, and a relist where needed); urllib3's immediate retries would
-    # only multiply the requests an outage costs. Watches need more connections than the default 4.
+    # Callers own retrying (with backoff, and a re-read or relist where needed); urllib3's immediate retries
+    # would only multiply the requests an outage costs. Watches need more connections than the default 4.
     configuration.retries = 0
     configuration.connection_pool_maxsize = 16
-    return KubeClient(client.ApiClient(configuration))
+    return KubeClient(client.ApiClient(configuration), field_manager=field_manager)

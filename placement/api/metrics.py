@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from placement.engine import PlacementEngine, RejectionKind, Rejections
+from placement.core.vocabulary import RejectionKind
+from placement.service.engine import PlacementEngine
+from placement.service.results import Rejections
 
 # Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -60,11 +62,6 @@ class PlacementMetrics:
             tally[group.kind] += len(group.nodes)
         for kind, count in tally.items():
             self.rejections.labels(kind.value).inc(count)
-
-    def serve_http(self, address: str) -> None:
-        """Expose /metrics on ``host:port`` (a daemon thread)."""
-        host, _, port = address.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
 
 
 class _VerdictCollector(Collector):

@@ -17,12 +17,19 @@ answer read-only calls and name the leader to callers that asked for a decision.
 * **Release** on a clean stop: the Lease is handed back (holder cleared) so that a rolling update fails
   over in one retry period instead of one lease duration.
 
-Optionally the leader labels its own Pod ``LEADER_LABEL=true`` (and removes it when it stops leading), so
-a Service selecting that label sends decision traffic to the leader only.
+Optionally the leader labels its own Pod (``PodLabel``: ``key=true``, removed when it stops leading), so a
+Service selecting that label sends decision traffic to the leader only.
+
+Not the client library's ``kubernetes.leaderelection``: its ``run`` blocks until leadership is lost and
+then returns for good (no campaigning again), it reaches the API through the generated
+``CoordinationV1Api`` on the library's global configuration (not this layer's client and its memory
+reason), judges expiry on the wall clock, cannot release the Lease on a clean stop, and offers no
+``is_leader`` that applies the renew deadline at the moment a decision asks.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import threading
 import time
@@ -30,11 +37,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from placement.kubeapi import TRANSPORT_ERRORS, ApiError, Json, KubeClient, describe
+from kubenexus.kube.client import Json, KubeClient
+from kubenexus.kube.errors import API_ERRORS, ApiError, describe
 
-log = logging.getLogger("kubenexus.placement.leader")
+log = logging.getLogger("kubenexus.kube.leader")
 
-LEADER_LABEL = "placement.kubenexus.io/leader"
+
+@dataclass(frozen=True)
+class PodLabel:
+    """The label the leader sets to ``true`` on its own Pod, for a Service that routes to the leader."""
+
+    namespace: str
+    name: str
+    key: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,18 @@ class LeaseConfig:
                 f"{self.retry_period_s} s, {self.renew_deadline_s} s, {self.lease_duration_s} s"
             )
 
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace) -> LeaseConfig:
+        """From ``lease_flags.add_lease_arguments``' flags; ValueError names a bad combination."""
+        return cls(
+            namespace=args.lease_namespace,
+            name=args.lease_name,
+            identity=args.identity,
+            lease_duration_s=args.lease_duration,
+            renew_deadline_s=args.renew_deadline,
+            retry_period_s=args.retry_period,
+        )
+
     @property
     def path(self) -> str:
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
@@ -73,7 +100,7 @@ class LeaderElector:
         *,
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
-        label_pod: tuple[str, str] | None = None,  # (namespace, name) of this replica's own Pod
+        label_pod: PodLabel | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -191,7 +218,7 @@ class LeaderElector:
                 return False  # another replica wrote first: it leads
             log.warning("leader lease call failed", extra={"lease": config.name, "error": describe(error)})
             return False
-        except TRANSPORT_ERRORS as error:
+        except API_ERRORS as error:
             log.warning("leader lease call failed", extra={"lease": config.name, "error": describe(error)})
             return False
 
@@ -230,15 +257,17 @@ class LeaderElector:
                 patch["metadata"] = {"resourceVersion": version}
             self._api.merge_patch(self.config.path, patch)
             log.info("released the leader lease", extra={"lease": self.config.name})
-        except TRANSPORT_ERRORS as error:
+        except API_ERRORS as error:
             log.warning("could not release the leader lease", extra={"error": describe(error)})
 
     def _set_pod_label(self, *, leading: bool) -> None:
         assert self._label_pod is not None
-        namespace, name = self._label_pod
-        patch = {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}}
+        pod = self._label_pod
+        patch = {"metadata": {"labels": {pod.key: "true" if leading else None}}}
         try:
-            self._api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}", patch)
-        except TRANSPORT_ERRORS as error:
+            self._api.merge_patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", patch)
+        except API_ERRORS as error:
             # Routing only: the servicer still refuses decisions on a follower, so this is not unsafe.
-            log.warning("could not label this pod for leader routing", extra={"pod": name, "error": describe(error)})
+            log.warning(
+                "could not label this pod for leader routing", extra={"pod": pod.name, "error": describe(error)}
+            )

@@ -1,0 +1,257 @@
+"""Between protobuf and the service's types: requests decoded into ``PodSpec`` and ``GangSpec``, outcomes
+encoded into responses. No logic beyond the mapping; the servicer calls one decoder and one encoder a call.
+
+Filter and Score answer hundreds of nodes per call, so their answers are columns (node names, scores,
+points per component) and rejections grouped by reason: each field is filled from a list in one call, not
+one message per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+from placement.api.v1 import placement_pb2 as pb
+from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
+from placement.core.vocabulary import RejectionKind
+from placement.service.errors import InvalidRequest
+from placement.service.results import (
+    Explanation,
+    FilterOutcome,
+    GangOutcome,
+    GangSpec,
+    GangState,
+    PermitOutcome,
+    Placement,
+    Rejection,
+    Rejections,
+    ReserveOutcome,
+    ScoreOutcome,
+)
+from placement.service.views import NodeSummary, NodeView
+from placement.state.cluster_index import Amount
+from placement.state.gangs import PermitVerdict
+
+KIND_TO_PB = {
+    RejectionKind.UNKNOWN_NODE: pb.REJECTION_KIND_UNKNOWN_NODE,
+    RejectionKind.NO_TOPOLOGY: pb.REJECTION_KIND_NO_TOPOLOGY,
+    RejectionKind.INSUFFICIENT_RESOURCES: pb.REJECTION_KIND_INSUFFICIENT_RESOURCES,
+    RejectionKind.KUBELET_TOPOLOGY: pb.REJECTION_KIND_KUBELET_TOPOLOGY,
+    RejectionKind.INTENT: pb.REJECTION_KIND_INTENT,
+    RejectionKind.ISOLATION: pb.REJECTION_KIND_ISOLATION,
+    RejectionKind.HELD_FOR_GANG: pb.REJECTION_KIND_HELD_FOR_GANG,
+}
+_GANG_TO_PB = {
+    GangState.PLACED: pb.GANG_STATE_PLACED,
+    GangState.WAITING: pb.GANG_STATE_WAITING,
+    GangState.INFEASIBLE: pb.GANG_STATE_INFEASIBLE,
+}
+_PERMIT_TO_PB = {
+    PermitVerdict.ALLOW: pb.PERMIT_STATE_ALLOW,
+    PermitVerdict.WAIT: pb.PERMIT_STATE_WAIT,
+    PermitVerdict.REJECT: pb.PERMIT_STATE_REJECT,
+}
+_MILLI = 1000.0
+
+# --- requests ----------------------------------------------------------------------------------------
+
+
+def _container(message: pb.Container) -> ContainerSpec:
+    return ContainerSpec(
+        name=message.name,
+        requests=dict(message.requests),
+        limits=dict(message.limits),
+        restartable=message.restartable,
+    )
+
+
+def _pod(message: pb.Pod) -> PodSpec:
+    return PodSpec(
+        namespace=message.namespace,
+        name=message.name,
+        labels=dict(message.labels),
+        annotations=dict(message.annotations),
+        containers=tuple(_container(c) for c in message.containers),
+        init_containers=tuple(_container(c) for c in message.init_containers),
+    )
+
+
+def _pod_json(text: str) -> PodSpec:
+    try:
+        return pod_spec_from_json(text)
+    except PodParseError as error:
+        raise InvalidRequest(str(error)) from None
+
+
+def decode_pod(request: pb.FilterRequest | pb.ScoreRequest | pb.ReserveRequest | pb.ExplainRequest) -> PodSpec:
+    """The request's pod, from the ``Pod`` message or from ``pod_json``."""
+    source = request.WhichOneof("pod_source")
+    if source == "pod":
+        return _pod(request.pod)
+    if source == "pod_json":
+        return _pod_json(request.pod_json)
+    raise InvalidRequest("a pod is required: set `pod` or `pod_json`")
+
+
+def decode_gang(request: pb.PlaceGangRequest) -> GangSpec:
+    group = request.group
+    members = tuple(_pod(m) for m in group.members) + tuple(_pod_json(m) for m in group.members_json)
+    return GangSpec(group.namespace, group.name, group.min_member, members)
+
+
+# --- answers -----------------------------------------------------------------------------------------
+
+
+def _rejection(rejection: Rejection) -> pb.NodeRejection:
+    return pb.NodeRejection(node=rejection.node, reason=rejection.reason, kind=KIND_TO_PB[rejection.kind])
+
+
+def _add_rejections(field: RepeatedCompositeFieldContainer[pb.Rejections], groups: Iterable[Rejections]) -> None:
+    add = field.add
+    for reason, kind, nodes in groups:
+        add(reason=reason, kind=KIND_TO_PB[kind], nodes=nodes)
+
+
+def filter_response(outcome: FilterOutcome) -> pb.FilterResponse:
+    response = pb.FilterResponse(feasible_nodes=outcome.feasible)
+    _add_rejections(response.rejected, outcome.rejected)
+    return response
+
+
+def score_response(outcome: ScoreOutcome) -> pb.ScoreResponse:
+    response = pb.ScoreResponse(nodes=outcome.nodes, scores=outcome.totals, numa_cells=outcome.landing_cells)
+    add = response.breakdown.add
+    for name, points in outcome.points.items():
+        add(name=name, weight=outcome.weights.get(name, 0.0), points=points)
+    _add_rejections(response.rejected, outcome.rejected)
+    return response
+
+
+def _placement(placement: Placement) -> pb.PodPlacement:
+    return pb.PodPlacement(
+        node=placement.node,
+        numa_cells=placement.cells,
+        gpu_ids=placement.gpus,
+        pinned=placement.pinned,
+        score=placement.score,
+        breakdown=placement.breakdown,
+        reservation_ttl_seconds=placement.ttl_s,
+        annotations=placement.annotations,
+    )
+
+
+def reserve_response(outcome: ReserveOutcome) -> pb.ReserveResponse:
+    response = pb.ReserveResponse(reserved=outcome.placement is not None)
+    _add_rejections(response.rejected, outcome.rejected)
+    if outcome.placement is not None:
+        response.placement.CopyFrom(_placement(outcome.placement))
+    return response
+
+
+def gang_response(outcome: GangOutcome) -> pb.PlaceGangResponse:
+    return pb.PlaceGangResponse(
+        state=_GANG_TO_PB[outcome.state],
+        reason=outcome.reason,
+        members=[
+            pb.MemberPlacement(pod=pb.PodRef(namespace=p.namespace, name=p.name), placement=_placement(p))
+            for p in outcome.placements
+        ],
+        placed=outcome.placed,
+        min_member=outcome.min_member,
+    )
+
+
+def permit_response(outcome: PermitOutcome) -> pb.PermitStatusResponse:
+    return pb.PermitStatusResponse(
+        state=_PERMIT_TO_PB[outcome.state],
+        reason=outcome.reason,
+        pod_group=outcome.group,
+        ready=outcome.ready,
+        min_member=outcome.min_member,
+    )
+
+
+def _amounts(amounts: Iterable[Amount]) -> list[pb.ResourceAmount]:
+    return [pb.ResourceAmount(name=a.name, total=a.total, free=a.free) for a in amounts]
+
+
+def node_topology(view: NodeView) -> pb.NodeTopology:
+    kubelet = view.kubelet
+    return pb.NodeTopology(
+        name=view.name,
+        kubelet=pb.KubeletPolicy(
+            topology_manager_policy=kubelet.topology_manager_policy,
+            topology_manager_scope=kubelet.topology_manager_scope,
+            cpu_manager_static=kubelet.cpu_manager_static,
+            memory_manager_static=kubelet.memory_manager_static,
+        ),
+        cells=[
+            pb.NumaCell(
+                id=c.id,
+                resources=_amounts(c.resources),
+                local_read_bandwidth_mbps=c.local_read_bandwidth_mbps,
+                local_distance=c.local_distance,
+                claimed=c.claimed,
+                isolated=c.isolated,
+            )
+            for c in view.cells
+        ],
+        node_resources=_amounts(view.node_resources),
+        gpus=[
+            pb.Gpu(index=g.index, numa_cell=-1 if g.numa_cell is None else g.numa_cell, healthy=g.healthy, busy=g.busy)
+            for g in view.gpus
+        ],
+        gpu_links=[pb.GpuLink(a=a, b=b, kind=kind) for a, b, kind in view.gpu_links],
+        pods=[
+            pb.PodOnNode(
+                pod=pb.PodRef(namespace=p.namespace, name=p.name),
+                numa_cells=p.cells,
+                gpu_ids=p.gpus,
+                bound=p.bound,
+                accounted=p.accounted,
+            )
+            for p in view.pods
+        ],
+    )
+
+
+def list_nodes_response(nodes: Iterable[NodeSummary]) -> pb.ListNodesResponse:
+    return pb.ListNodesResponse(
+        nodes=[
+            pb.NodeSummary(
+                name=n.name,
+                numa_cells=n.numa_cells,
+                topology_manager_policy=n.topology_manager_policy,
+                gpus=n.gpus,
+                free_gpus=n.free_gpus,
+                allocatable_cpus=n.allocatable_cpus,
+                free_cpus=n.free_cpus,
+                allocatable_memory=n.allocatable_memory,
+                free_memory=n.free_memory,
+                pods=n.pods,
+            )
+            for n in nodes
+        ]
+    )
+
+
+def explain_response(explanation: Explanation) -> pb.ExplainResponse:
+    demand = explanation.demand
+    response = pb.ExplainResponse(
+        node=explanation.node,
+        placeable=explanation.placement is not None,
+        qos_class=explanation.pod.pod.qos.value,
+        requests=[
+            pb.ResourceAmount(name=name, total=amount / _MILLI if name == "cpu" else amount)
+            for name, amount in demand.node_requests
+        ],
+        exclusive_cpus=demand.exclusive_cpus,
+        numa_intent="" if explanation.pod.intent.policy is None else explanation.pod.intent.policy.value,
+        decided_by_exact_model=explanation.exact_model,
+    )
+    if explanation.rejection is not None:
+        response.rejection.CopyFrom(_rejection(explanation.rejection))
+    if explanation.placement is not None:
+        response.placement.CopyFrom(_placement(explanation.placement))
+    return response

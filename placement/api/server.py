@@ -1,0 +1,147 @@
+"""The gRPC server around one engine: ``grpc.aio``, the servicer behind the interceptor, health and reflection.
+
+* Engine work runs in a thread pool (``PlacementServicer``), so the event loop keeps accepting calls and
+  answering health checks while a decision runs; a call cancelled while it waits for a worker is dropped
+  from the queue.
+* The standard health service says SERVING only while the engine says its cache is synced (polled);
+  server reflection lists the placement, health and reflection services for grpcurl.
+* ``PlacementServer.stop`` is graceful: health goes NOT_SERVING, new calls are refused, calls in flight
+  get ``grace_s`` to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from placement.api.interceptor import SERVICE_NAME, StatusInterceptor
+from placement.api.metrics import PlacementMetrics
+from placement.api.servicer import PlacementServicer
+from placement.api.v1 import placement_pb2_grpc
+from placement.service.engine import PlacementEngine
+
+log = logging.getLogger("kubenexus.placement.server")
+
+_T = TypeVar("_T")
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server certificate and key (PEM); with ``client_ca`` clients must present a certificate it signed."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    listen: str = "127.0.0.1:50051"
+    tls: TlsFiles | None = None
+    # 10,000 candidate names are ~200 KB; 16 MiB leaves room for the largest sane pod group.
+    max_receive_bytes: int = 16 * MIB
+    max_send_bytes: int = 64 * MIB
+    workers: int = 4
+    grace_s: float = 5.0
+    health_interval_s: float = 1.0
+
+
+def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    try:
+        key, cert = tls.key.read_bytes(), tls.cert.read_bytes()
+        ca = tls.client_ca.read_bytes() if tls.client_ca is not None else None
+    except OSError as error:
+        raise ValueError(f"cannot read a TLS file: {error}") from None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+class PlacementServer:
+    """The gRPC server around one engine: ``await start()`` (returns the port), ``await stop()``."""
+
+    def __init__(
+        self, engine: PlacementEngine, options: ServerOptions, *, metrics: PlacementMetrics | None = None
+    ) -> None:
+        self.engine = engine
+        self.options = options
+        self.metrics = metrics or PlacementMetrics(engine)
+        self._pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="placement")
+        self._health = health.aio.HealthServicer()
+        self._server = grpc.aio.server(
+            interceptors=[StatusInterceptor(self.metrics)],
+            options=[
+                ("grpc.max_receive_message_length", options.max_receive_bytes),
+                ("grpc.max_send_message_length", options.max_send_bytes),
+            ],
+        )
+        placement_pb2_grpc.add_PlacementServicer_to_server(
+            PlacementServicer(engine, self.metrics, self._in_pool), self._server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            self._server,
+        )
+        self._health_task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def _in_pool(self, work: Callable[[], _T]) -> _T:
+        # Cancelling the awaiting coroutine cancels the pool future too, so queued work never starts.
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port (useful with port 0)."""
+        listen = self.options.listen
+        tls = self.options.tls
+        try:
+            port = (
+                self._server.add_insecure_port(listen)
+                if tls is None
+                else self._server.add_secure_port(listen, _credentials(tls))
+            )
+        except RuntimeError as error:
+            raise ValueError(f"cannot listen on {listen}: {error}") from None
+        await self._server.start()
+        self.port = port
+        await self._publish_health()
+        self._health_task = asyncio.create_task(self._watch_sync(), name="placement health")
+        log.info("placement service listening", extra={"address": listen, "port": port, "tls": tls is not None})
+        return port
+
+    async def _publish_health(self) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self.engine.is_synced()
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, status)
+
+    async def _watch_sync(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.health_interval_s)
+            await self._publish_health()
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Graceful: NOT_SERVING first (load balancers drain), then calls in flight get the grace period."""
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_task
+        await self._health.enter_graceful_shutdown()
+        await self._server.stop(self.options.grace_s if grace_s is None else grace_s)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        log.info("placement service stopped")
+
+    async def wait(self) -> None:
+        await self._server.wait_for_termination()

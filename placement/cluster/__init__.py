@@ -1,0 +1,1 @@
+"""Feeding the cluster index from Kubernetes watches."""
