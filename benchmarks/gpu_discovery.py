@@ -20,8 +20,8 @@ from agent.hostfs import HostFS
 from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
 from tests.fake_nvml import FakeNvml
 from tests.fake_sysfs import build_two_socket_host
-from tests.gpu_machines import DGX_A100, HGX_H100, GpuMachine
 from tests.gpu_sysfs import build_gpu_sysfs
+from tests.machines import DGX_A100, HGX_H100, GpuMachine
 
 TARGET_MS = 30.0
 

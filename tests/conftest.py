@@ -1,13 +1,18 @@
-"""Shared fixtures: the real data in ../shared/data, unpacked on demand and read in place."""
+"""Shared fixtures and helpers: the real data in ../shared/data, unpacked on demand and read in place;
+the fixture machines as discovery builds them; waiting on what other threads do."""
 
 from __future__ import annotations
 
 import os
 import tarfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from kubenexus.topology.model import NodeTopology
 
 # Property tests judge results, not speed: on a loaded 2-core CI machine a slow example is no failure.
 settings.register_profile("kubenexus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,3 +59,21 @@ class SnapshotUnpacker:
             (top,) = [p for p in target.iterdir() if p.is_dir()]
             self._roots[name] = top
         return self._roots[name]
+
+
+@pytest.fixture
+def built(unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], NodeTopology]:
+    """One of ``tests.discovered_topologies.FIXTURES`` by its id, built once per session."""
+    # Imported here: the machine catalogue it builds from imports this module's data paths.
+    from tests.discovered_topologies import fixture_topology  # noqa: PLC0415
+
+    return lambda fixture: fixture_topology(fixture, unpack_snapshot, tmp_path_factory)
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
+    """Poll ``condition``, set true by another thread or process, until it holds; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

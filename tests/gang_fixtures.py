@@ -1,34 +1,18 @@
 """Clusters, member pods and invariant checks shared by the gang tests and the gang benchmark.
 
-Machines come from ``tests.placement_machines`` (8x H100 NVSwitch, 4x L40S, 2-socket CPU nodes) plus a
-2-socket PCIe node with NVLink-bridged GPU pairs, from the k8s-device-plugin issue 546 capture in
-../shared/data/gpu (built inline when the capture is absent), with an RDMA NIC behind the PCIe switch of
-GPU1 (socket 0) and of GPU5 (socket 1).
+The machines come from the catalogue, ``tests.machines``; a member that asks for ``RDMA`` wants the
+NICs of its node (``pcie_node`` offers them).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import replace
 
 import numpy as np
 
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
-from kubenexus.topology.model import (
-    DeviceLink,
-    Distances,
-    Gpu,
-    Machine,
-    Nic,
-    NodeTopology,
-    NumaCell,
-    PathKind,
-    ResourceAmount,
-    ZoneResources,
-)
-from kubenexus.topology.nrt import cell_resources
-from kubenexus.topology.topo_matrix import parse_topo_matrix
+from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SPREAD_KEY
 from placement.core.feasibility import node_resources
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, nic_local_gpus, plan_gang
@@ -41,11 +25,7 @@ from placement.state.gangs import DEFAULT_RACK_KEY as RACK
 from placement.state.gangs import DEFAULT_ZONE_KEY as ZONE
 from placement.state.gangs import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
-from tests.conftest import GPU_DIR
-from tests.placement_machines import GIB, kubelet
-
-PCIE_CAPTURE = GPU_DIR / "pcie_8gpu_nvlink_bridge_pairs_NV12__k8s-device-plugin-issue546.txt"
-RDMA = "rdma/hca_shared_devices_a"
+from tests.machines import GIB, RDMA
 
 
 class Clock:
@@ -54,61 +34,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def pcie_node(*, policy: str = "single-numa-node") -> NodeTopology:
-    """8 GPUs over 2 sockets, bridged pairs (0-2, 1-3, 4-5, 6-7), SYS otherwise; RDMA NICs near GPU1 and GPU5."""
-    if PCIE_CAPTURE.exists():
-        base = parse_topo_matrix(PCIE_CAPTURE.read_text())
-    else:
-        pairs = {(0, 2), (1, 3), (4, 5), (6, 7)}
-        gpus = tuple(
-            Gpu(
-                index=i,
-                pci_bus_id=f"nvidia-smi:GPU{i}",
-                numa_node=i // 4,
-                cpu_affinity=tuple(range(i // 4 * 32, (i // 4 + 1) * 32)),
-            )
-            for i in range(8)
-        )
-        links = tuple(
-            DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.NVLINK, 12)
-            if (a, b) in pairs
-            else DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.SYS)
-            for a in range(8)
-            for b in range(a + 1, 8)
-        )
-        base = NodeTopology(
-            machine=Machine(None, None, None, None, 64, tuple(range(64)), ()),
-            numa_cells=tuple(
-                NumaCell(id=i, cpus=tuple(range(i * 32, (i + 1) * 32)), memory_bytes=None) for i in (0, 1)
-            ),
-            gpus=gpus,
-            links=links,
-        )
-    cells = tuple(replace(cell, memory_bytes=256 * GIB) for cell in base.numa_cells)
-    nics = (
-        Nic("mlx5_0", "nvidia-smi:NIC0", rdma_devices=("mlx5_0",)),
-        Nic("mlx5_1", "nvidia-smi:NIC1", rdma_devices=("mlx5_1",)),
-    )
-    nic_links = tuple(
-        DeviceLink(f"GPU{g}", f"NIC{n}", PathKind.PIX if g == near else PathKind.SYS)
-        for n, near in enumerate((1, 5))
-        for g in range(8)
-    )
-    node = replace(
-        base,
-        numa_cells=cells,
-        nics=nics,
-        links=base.links + nic_links,
-        distances=Distances(ids=(0, 1), matrix=((10, 21), (21, 10))),
-        kubelet=kubelet(policy, "pod"),
-    )
-    # The RDMA shared-device plugin offers the NICs as a countable resource on each socket.
-    zones = tuple(
-        ZoneResources(cell.id, (*cell_resources(node, cell), ResourceAmount(RDMA, 16, 16, 16))) for cell in cells
-    )
-    return replace(node, zone_resources=zones)
 
 
 def pod(*, cpus: int = 8, memory_gib: int = 64, gpus: int = 0, rdma: int = 0) -> Pod:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,11 +228,3 @@ def replica(emulator: ShimEmulator, kubeconfig: Path, identity: str) -> Replica:
         identity=identity,
         lease=lease,
     )
-
-
-def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

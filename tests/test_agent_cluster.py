@@ -11,7 +11,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,10 +22,11 @@ import pytest
 from agent.main import main
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.nrt import decode_nrt
+from tests.conftest import wait_until
 from tests.fake_sysfs import build_two_socket_host, write
-from tests.gpu_machines import L40S_4X
 from tests.gpu_sysfs import build_gpu_sysfs
 from tests.kube_emulator import NODES, NRTS, Emulator, request_lines
+from tests.machines import L40S_4X
 
 pytestmark = pytest.mark.slow
 
@@ -218,10 +218,10 @@ def test_the_loop_is_silent_on_a_steady_node_serves_health_and_stops_on_sigterm(
         try:
             port = logs.wait_for("serving /metrics, /healthz, /readyz")["port"]
             base = f"http://127.0.0.1:{port}"
-            wait_until(lambda: http_status(f"{base}/readyz") == 200)
+            wait_until(lambda: http_status(f"{base}/readyz") == 200, what="the agent to be ready")
             first_pass_requests = len(api.requests())
             skipped = 'kubenexus_agent_publish_results_total{outcome="skipped",target="node"}'
-            wait_until(lambda: metric(base, skipped) >= 10)
+            wait_until(lambda: metric(base, skipped) >= 10, what="ten skipped passes")
             assert http_status(f"{base}/healthz") == 200
             assert request_lines(api.requests()[first_pass_requests:]) == []  # ten passes, not one request
             assert metric(base, 'kubenexus_agent_api_writes_total{target="node"}') == 1
@@ -325,7 +325,7 @@ class LogReader:
         return None
 
     def wait_for(self, message: str) -> dict[str, Any]:
-        wait_until(lambda: self.find(message) is not None)
+        wait_until(lambda: self.find(message) is not None, what=repr(message))
         found = self.find(message)
         assert found is not None
         return found
@@ -335,14 +335,6 @@ class LogReader:
 
     def join(self) -> None:
         self._thread.join(10)
-
-
-def wait_until(condition: Any, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the agent")
-        time.sleep(0.05)
 
 
 def http_status(url: str) -> int:

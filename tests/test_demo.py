@@ -27,11 +27,11 @@ from placement.demo import (
     run_demo,
     schedule_sample_mix,
 )
-from placement.demo.build_machines import MACHINES_DIR, machine_documents, main
 from placement.service.engine import PlacementEngine
 from placement.service.results import GangState
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_sysfs import build_two_socket_host
+from tools.build_demo_machines import MACHINES_DIR, machine_documents, main
 
 GPU_MACHINES = ("hgx-h100", "dgx-a100", "l40s-4x", "a100-pcie-nvbridge")
 FLEET_SIZE = sum(count for _, count in FLEET)
@@ -44,7 +44,7 @@ def test_machine_files_are_what_the_generator_writes() -> None:
     documents = machine_documents()
     assert sorted(documents) == sorted(p.name for p in MACHINES_DIR.glob("*.json"))
     for name, text in documents.items():
-        assert (MACHINES_DIR / name).read_text() == text, f"run python -m placement.demo.build_machines ({name})"
+        assert (MACHINES_DIR / name).read_text() == text, f"run python -m tools.build_demo_machines ({name})"
     assert main(["--check"]) == 0
 
 

@@ -14,7 +14,7 @@ from placement.service.engine import PlacementEngine
 from placement.service.results import GangOutcome, GangSpec, PermitOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
-from tests.placement_machines import cpu_node, kubelet
+from tests.machines import cpu_node, kubelet
 
 
 @dataclass
@@ -135,3 +135,28 @@ def test_the_feed_hands_locality_labels_and_topology_to_the_gang_coordinator() -
     handler.nodes.apply("DELETED", relabelled)
     assert recorder.removed == ["n1"]
     assert index.slot_of("n1") is None
+
+
+def test_the_feed_hands_parsed_pod_changes_to_the_gang_coordinator() -> None:
+    """Bound, finished and deleted pods arrive parsed; a pod gone from a relist counts as deleted."""
+    index = ClusterIndex()
+    index.upsert_topology("n1", cpu_node(cpus_per_cell=8, settings=kubelet()))
+    changes: list[tuple[tuple[str, str], str | None, bool]] = []
+    feed = ClusterFeed(
+        api=None,  # type: ignore[arg-type]  # the handlers under test never call the API
+        index=index,
+        reservations=Reservations(index),
+        on_pod=lambda key, usage, gone: changes.append((key, None if usage is None else usage.node, gone)),
+    )
+    resources = {"cpu": "1", "memory": "1Gi"}
+    pod = {
+        "metadata": {"namespace": "ml", "name": "a"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "main", "resources": {"requests": resources}}]},
+        "status": {"phase": "Running"},
+    }
+    handler = feed._pods  # the watch events' entry point, without a watch
+    handler.replace([pod, {**pod, "metadata": {"namespace": "ml", "name": "b"}}])
+    handler.apply("MODIFIED", {**pod, "status": {"phase": "Succeeded"}})
+    assert changes == [(("ml", "a"), "n1", False), (("ml", "b"), "n1", False), (("ml", "a"), None, True)]
+    handler.replace([])  # both vanished while the watch was down
+    assert sorted(changes[3:]) == [(("ml", "a"), None, True), (("ml", "b"), None, True)]

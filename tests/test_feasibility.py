@@ -30,12 +30,11 @@ from placement.core.topology_manager import (
 )
 from placement.core.vocabulary import CPU, MAX_NUMA, POLICY_CODES, NodeArrays, PolicyCode, ScopeCode, demand_of
 from tests.conftest import require_shared
-from tests.placement_machines import P5_CAPTURE, inline_nvswitch
+from tests.machines import GIB, P5_CAPTURE, inline_nvswitch
 
 GPU = "nvidia.com/gpu"
 HUGE = "hugepages-1Gi"
 RESOURCES = (CPU, "memory", HUGE, GPU)
-GIB = 1 << 30
 _PLENTY = 1e15  # node-level amounts that never bind: the property is about the NUMA rules
 
 

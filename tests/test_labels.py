@@ -1,26 +1,19 @@
 """Node labels and annotations: valid values only, the documented encodings, and a lossless model.
 
-The fixture topologies built here (every real sysfs snapshot, every ``nvidia-smi topo -m`` capture,
-every fake-NVML GPU machine) are shared with tests/test_nrt.py.
+The fixture topologies (every real sysfs snapshot, every ``nvidia-smi topo -m`` capture, every fake-NVML
+GPU machine) come from ``tests.discovered_topologies`` through the ``built`` fixture.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import re
 import string
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agent.discovery import discover
-from agent.hostfs import HostFS
-from agent.sources.nvml import discover_gpus
-from agent.sources.pci import discover_pci
 from kubenexus.topology import labels as labels_module
 from kubenexus.topology.json_codec import TopologyDecodeError, to_dict
 from kubenexus.topology.labels import (
@@ -44,119 +37,14 @@ from kubenexus.topology.model import (
     DiscoveryWarning,
     Distances,
     Gpu,
-    HugePages,
-    Machine,
-    MemoryAttribute,
-    MemoryKind,
     NodeTopology,
     NumaCell,
     NvLink,
     NvLinkRemote,
     PathKind,
 )
-from kubenexus.topology.nvlink import nvlink_pair_counts
-from kubenexus.topology.paths import build_device_links
-from kubenexus.topology.topo_matrix import CPU_AFFINITY, parse_topo_matrix
-from tests.conftest import GPU_DIR, SnapshotUnpacker, hwloc_snapshot_names, require_shared
-from tests.fake_nvml import FakeNvml
-from tests.gpu_machines import ALL_MACHINES, GB200_CLIQUE_ID, GB200_CLUSTER_UUID, GpuMachine
-from tests.gpu_sysfs import build_gpu_sysfs
-
-GIB = 1 << 30
-
-
-def capture_names() -> list[str]:
-    if not GPU_DIR.is_dir():
-        return []
-    return sorted(path.name for path in GPU_DIR.glob("*.txt") if CPU_AFFINITY in path.read_text())
-
-
-# "<source>/<name>"; a missing shared-data folder leaves one id per source that skips with the reason.
-FIXTURES = [
-    *(f"hwloc/{name}" for name in hwloc_snapshot_names() or ["<no shared data>"]),
-    *(f"nvidia-smi/{name}" for name in capture_names() or ["<no shared data>"]),
-    *(f"nvml/{machine.name}" for machine in ALL_MACHINES),
-]
-_MACHINES = {machine.name: machine for machine in ALL_MACHINES}
-_BUILT: dict[str, NodeTopology] = {}
-
-
-def fixture_topology(
-    fixture: str, unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFactory
-) -> NodeTopology:
-    """The topology of one fixture machine, built once per session."""
-    if fixture not in _BUILT:
-        source, name = fixture.split("/", 1)
-        if source == "hwloc":
-            _BUILT[fixture] = discover(HostFS(str(unpack_snapshot(name))), nvml=None)
-        elif source == "nvidia-smi":
-            _BUILT[fixture] = parse_topo_matrix(require_shared(GPU_DIR / name).read_text())
-        else:
-            _BUILT[fixture] = nvml_machine_topology(_MACHINES[name], tmp_path_factory.mktemp(name))
-    return _BUILT[fixture]
-
-
-def nvml_machine_topology(machine: GpuMachine, root: Path) -> NodeTopology:
-    """A fake-NVML machine as discovery would assemble it; NUMA cells from the GPUs' published CPU affinity."""
-    fs = HostFS(str(build_gpu_sysfs(root, machine)))
-    pci = discover_pci(fs)
-    report = discover_gpus(fs, pci.devices, nvml=FakeNvml(machine).module, allow_fake_root=True)
-    links = build_device_links(
-        report.gpus,
-        pci.nics,
-        {device.bus_id: device for device in pci.devices},
-        nvlink_pair_counts(report.gpus),
-        report.nvml_paths,
-    )
-    host_cpus: dict[int, set[int]] = {}
-    for spec in machine.gpus:
-        host_cpus.setdefault(spec.numa_node, set()).update(spec.cpus)
-    cells = [
-        NumaCell(node, tuple(sorted(cpus)), None, memory_kind=MemoryKind.DRAM)
-        for node, cpus in sorted(host_cpus.items())
-    ]
-    cells += [
-        NumaCell(spec.gpu_numa_node, (), spec.memory_mib << 20, memory_kind=MemoryKind.GPU)
-        for spec in machine.gpus
-        if spec.gpu_numa_node is not None
-    ]
-    ids = tuple(cell.id for cell in cells)
-    online = tuple(sorted(set().union(*host_cpus.values())))
-    return NodeTopology(
-        machine=Machine(None, None, None, None, len(online), online, ()),
-        numa_cells=tuple(cells),
-        distances=Distances(ids, tuple(tuple(10 if a == b else 20 for b in ids) for a in ids)),
-        pci_devices=pci.devices,
-        nics=pci.nics,
-        gpus=report.gpus,
-        links=links,
-        gpu_source=report.source,
-        warnings=pci.warnings + report.warnings,
-    )
-
-
-@pytest.fixture
-def built(unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], NodeTopology]:
-    return lambda fixture: fixture_topology(fixture, unpack_snapshot, tmp_path_factory)
-
-
-def two_socket(**changes: Any) -> NodeTopology:
-    """Two sockets with hyperthreads numbered the Intel way: cell 0 has CPUs 0-15 and 32-47."""
-    cells = (
-        NumaCell(0, (*range(16), *range(32, 48)), 64 * GIB, (HugePages(2048, 512, 500), HugePages(1048576, 4, 4))),
-        NumaCell(1, (*range(16, 32), *range(48, 64)), 64 * GIB),
-    )
-    topology = NodeTopology(
-        machine=Machine("Test Xeon", "x86_64", 2, 32, 64, tuple(range(64)), ()),
-        numa_cells=cells,
-        distances=Distances((0, 1), ((10, 21), (21, 10))),
-        memory_attributes=(
-            MemoryAttribute(0, 0, 0, read_bandwidth_mbps=99999),  # any initiator: not the CPUs' figure
-            MemoryAttribute(0, 0, 1, read_bandwidth_mbps=131072, read_latency_ns=90),
-            MemoryAttribute(1, 1, 1, read_latency_ns=95),  # latency only: no bandwidth label
-        ),
-    )
-    return dataclasses.replace(topology, **changes)
+from tests.discovered_topologies import FIXTURES
+from tests.machines import GB200_CLIQUE_ID, GB200_CLUSTER_UUID, GIB, two_socket
 
 
 @pytest.mark.parametrize("value", ["", "a", "0", "0-15_32-47", "NVIDIA-H100-80GB-HBM3", "a.b_c-d", "x" * 63])

@@ -41,16 +41,12 @@ from kubenexus.topology.nrt import (
     encode_nrt,
     hugepages_resource,
 )
-from tests.conftest import REPO, SnapshotUnpacker
-from tests.test_labels import FIXTURES, GIB, fixture_topology, two_socket
+from tests.conftest import REPO
+from tests.discovered_topologies import FIXTURES
+from tests.machines import GIB, two_socket
 
 CRD = REPO / "deploy" / "crd" / "noderesourcetopologies.yaml"
 FINGERPRINT = "pfp0v001a1b2c3d4e5f60718"
-
-
-@pytest.fixture
-def built(unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], NodeTopology]:
-    return lambda fixture: fixture_topology(fixture, unpack_snapshot, tmp_path_factory)
 
 
 def crd() -> dict[str, Any]:

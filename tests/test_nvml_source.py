@@ -17,7 +17,8 @@ from kubenexus.topology.model import NvLinkRemote, PathKind
 from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_counts
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FUNCTIONS, FakeNvml
-from tests.gpu_machines import (
+from tests.gpu_sysfs import build_gpu_sysfs
+from tests.machines import (
     ALL_MACHINES,
     DGX_A100,
     GB200_CLIQUE_ID,
@@ -33,7 +34,6 @@ from tests.gpu_machines import (
     GpuMachine,
     pci_devices,
 )
-from tests.gpu_sysfs import build_gpu_sysfs
 
 NVSWITCH_MACHINES = (DGX_A100, HGX_H100)
 

@@ -24,9 +24,10 @@ from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, FI
 from placement.shim.extender import Extender, serve
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
+from tests.conftest import wait_until
 from tests.kube_emulator import NODES
-from tests.placement_machines import nvswitch_node
-from tests.shim_cluster import LEASES, ShimEmulator, pod_object, publish_nodes, replica, wait_until
+from tests.machines import nvswitch_node
+from tests.shim_cluster import LEASES, ShimEmulator, pod_object, publish_nodes, replica
 
 pytestmark = pytest.mark.slow
 
@@ -158,6 +159,23 @@ def test_killing_the_leader_mid_gang_lets_the_next_replica_finish_it(cluster: tu
     finally:
         second.kill()
     assert_no_double_booking(emulator, [f"worker-{i}" for i in range(8)])
+
+
+def test_a_reservation_that_cannot_be_read_is_cleared_and_planned_anew(cluster: tuple[ShimEmulator, Path]) -> None:
+    """A pod carries a reservation whose GPU list is garbled: the binder does not bind it blind to that node,
+    it clears the reservation and places the pod afresh (the service never charged what it could not read)."""
+    emulator, kubeconfig = cluster
+    garbled = {RESERVED_NODE_KEY: "h100-a", ASSIGNED_CELLS_KEY: "0", ASSIGNED_GPUS_KEY: "zero,one"}
+    create_pods(kubeconfig, [pod_object("restored", gpus=2, annotations=garbled)])
+    leader = replica(emulator, kubeconfig, "placement-0").start()
+    try:
+        wait_until(lambda: len(emulator.bindings) == 1, what="the binding")
+    finally:
+        leader.kill()
+    annotations = emulator.pod("default", "restored")["metadata"]["annotations"]
+    gpus = [int(gpu) for gpu in annotations[ASSIGNED_GPUS_KEY].split(",")]
+    assert len(gpus) == 2
+    assert annotations[RESERVED_NODE_KEY] == emulator.pod("default", "restored")["spec"]["nodeName"]
 
 
 def test_watches_resume_and_relist_after_410(cluster: tuple[ShimEmulator, Path]) -> None:

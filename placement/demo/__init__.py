@@ -2,10 +2,11 @@
 
 ``kubenexus-placement serve --demo`` (``placement.main``) calls ``build_demo_cluster`` for an engine over
 the embedded cluster, starts the gRPC service on it, calls ``run_demo`` and keeps serving. The machine
-types are the NodeTopology JSON files under ``machines/`` (``placement.demo.build_machines`` writes
-them from published facts); this machine's own topology joins them when the caller passes a way to
-discover it (``placement`` may not import ``agent.discovery``: the import contracts keep host access in
-the agent, so ``placement.main`` hands over ``lambda: discover(HostFS("/"), nvml=...)``).
+types are the NodeTopology JSON files under ``machines/`` (``python -m tools.build_demo_machines``, a
+development-time tool, writes them from published facts); this machine's own topology joins them when
+the caller passes a way to discover it (``placement`` may not import ``agent.discovery``: the import
+contracts keep host access in the agent, so ``placement.main`` hands over
+``lambda: discover(HostFS("/"), nvml=...)``).
 
 Decisions go through ``PlacementEngine``, the same facade the gRPC servicer uses, so what the demo
 prints is what ``Reserve`` and ``PlaceGang`` answer.

@@ -1,5 +1,7 @@
 """GPU machines described from published facts, for the fake NVML module and the fake sysfs tree.
 
+Their PCIe trees are laid out with ``tools.pcie_tree``, as the demo's machines are.
+
 Where a fact is published it is used as published; what no public source gives (most PCI bus ids
 of NVSwitches and NICs, the L40S and PCIe-bridge machines' bus ids) is marked illustrative.
 
@@ -26,24 +28,19 @@ import pynvml
 
 from kubenexus.topology.cpulist import parse_cpulist
 from kubenexus.topology.model import PciDevice
-
-NVIDIA = 0x10DE
-MELLANOX = 0x15B3
-CLASS_3D_CONTROLLER = 0x030200
-CLASS_BRIDGE_OTHER = 0x068000  # how NVSwitches enumerate
-CLASS_INFINIBAND = 0x020700
-CLASS_ETHERNET = 0x020000
-VIRTIO = 0x1AF4
-CLASS_PCI_BRIDGE = 0x060400
-_SWITCH_PORT = (0x1000, 0xC030)  # Broadcom PEX89000 switch port: vendor, device
-
-
-@dataclass(frozen=True)
-class PcieSlot:
-    """Where a function hangs in the PCIe tree, in sysfs terms."""
-
-    root: str  # the host bridge directory, "pci0000:15"
-    bridges: tuple[str, ...]  # bus ids of the bridges above the function, host side first
+from tools.pcie_tree import (
+    CLASS_3D_CONTROLLER,
+    CLASS_BRIDGE_OTHER,
+    CLASS_ETHERNET,
+    CLASS_INFINIBAND,
+    MELLANOX,
+    NVIDIA,
+    VIRTIO,
+    PcieSlot,
+    root_port_slot,
+    switch_slot,
+    with_switch_ports,
+)
 
 
 @dataclass(frozen=True)
@@ -115,74 +112,33 @@ class GpuMachine:
 
 def pci_devices(machine: GpuMachine) -> tuple[PciDevice, ...]:
     """What the PCI source would read from the machine's sysfs: every function, bridges included."""
-    devices: dict[str, PciDevice] = {}
-    endpoints: list[tuple[str, int, int, int, int | None, tuple[int, ...], PcieSlot]] = [
-        (
+    gpus = (
+        gpu.slot.device(
             gpu.sysfs_bus_id,
-            gpu.class_code,
-            NVIDIA,
-            gpu.device_id,
-            None if gpu.sysfs_hides_numa else gpu.numa_node,
-            gpu.cpus,
-            gpu.slot,
+            class_code=gpu.class_code,
+            vendor_id=NVIDIA,
+            device_id=gpu.device_id,
+            numa_node=None if gpu.sysfs_hides_numa else gpu.numa_node,
+            local_cpus=gpu.cpus,
         )
         for gpu in machine.gpus
-    ]
-    endpoints += [
-        (other.bus_id, other.class_code, other.vendor_id, other.device_id, other.numa_node, other.cpus, other.slot)
-        for other in machine.others
-    ]
-    for bus_id, class_code, vendor, device, numa_node, cpus, slot in endpoints:
-        for depth, bridge in enumerate(slot.bridges):
-            devices.setdefault(
-                bridge,
-                PciDevice(
-                    bus_id=bridge,
-                    class_code=CLASS_PCI_BRIDGE,
-                    vendor_id=_SWITCH_PORT[0],
-                    device_id=_SWITCH_PORT[1],
-                    numa_node=numa_node,
-                    local_cpus=cpus,
-                    bridge_path=slot.bridges[:depth],
-                    root=slot.root,
-                ),
-            )
-        devices[bus_id] = PciDevice(
-            bus_id=bus_id,
-            class_code=class_code,
-            vendor_id=vendor,
-            device_id=device,
-            numa_node=numa_node,
-            local_cpus=cpus,
-            bridge_path=slot.bridges,
-            root=slot.root,
+    )
+    others = (
+        other.slot.device(
+            other.bus_id,
+            class_code=other.class_code,
+            vendor_id=other.vendor_id,
+            device_id=other.device_id,
+            numa_node=other.numa_node,
+            local_cpus=other.cpus,
         )
-    return tuple(devices.values())
-
-
-def _cpus(text: str) -> tuple[int, ...]:
-    return parse_cpulist(text)
+        for other in machine.others
+    )
+    return with_switch_ports((*gpus, *others))
 
 
 def _gpu_uuid(machine: str, index: int) -> str:
     return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'kubenexus-test/{machine}/{index}')}"
-
-
-def _switch_slot(domain: int, root_bus: int, port: int) -> PcieSlot:
-    """Behind downstream port ``port`` of a PCIe switch on a root port of host bridge ``root_bus``."""
-    return PcieSlot(
-        root=f"pci{domain:04x}:{root_bus:02x}",
-        bridges=(
-            f"{domain:04x}:{root_bus:02x}:01.1",
-            f"{domain:04x}:{root_bus + 1:02x}:00.0",
-            f"{domain:04x}:{root_bus + 2:02x}:{port:02x}.0",
-        ),
-    )
-
-
-def _root_port_slot(domain: int, root_bus: int) -> PcieSlot:
-    """Directly on a root port of its own host bridge."""
-    return PcieSlot(root=f"pci{domain:04x}:{root_bus:02x}", bridges=(f"{domain:04x}:{root_bus:02x}:01.0",))
 
 
 def _switch_links(links_per_switch: tuple[int, ...], switch_bus_ids: tuple[str | None, ...]) -> tuple[NvLinkSpec, ...]:
@@ -213,9 +169,9 @@ def _dgx_a100() -> GpuMachine:
             vendor_id=NVIDIA,
             device_id=0x1AF1,
             class_code=CLASS_BRIDGE_OTHER,
-            slot=_switch_slot(0, 0xC0, k),
+            slot=switch_slot(0xC0, k),
             numa_node=5,
-            cpus=_cpus("80-95,208-223"),
+            cpus=parse_cpulist("80-95,208-223"),
         )
         for k, bus in enumerate(switch_buses)
     )
@@ -228,9 +184,9 @@ def _dgx_a100() -> GpuMachine:
             device_id=0x20B0,
             memory_mib=40960,
             compute_capability=(8, 0),
-            slot=_switch_slot(0, root, port),
+            slot=switch_slot(root, port),
             numa_node=node,
-            cpus=_cpus(cpus),
+            cpus=parse_cpulist(cpus),
             mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
             nvlinks=links,
             nvlink_version=pynvml.NVML_NVLINK_VERSION_3_0,
@@ -262,9 +218,9 @@ def _hgx_h100() -> GpuMachine:
             vendor_id=NVIDIA,
             device_id=0x22A3,
             class_code=CLASS_BRIDGE_OTHER,
-            slot=_switch_slot(0, 0x00, k),
+            slot=switch_slot(0x00, k),
             numa_node=0,
-            cpus=_cpus("0-47,96-143"),
+            cpus=parse_cpulist("0-47,96-143"),
         )
         for k, bus in enumerate(switch_buses)
     ]
@@ -272,7 +228,7 @@ def _hgx_h100() -> GpuMachine:
     gpus: list[GpuSpec] = []
     for index, bus_id in enumerate(HGX_H100_BUS_IDS):
         bus = int(bus_id.split(":")[1], 16)
-        node, cpus = (0, _cpus("0-47,96-143")) if index < 4 else (1, _cpus("48-95,144-191"))
+        node, cpus = (0, parse_cpulist("0-47,96-143")) if index < 4 else (1, parse_cpulist("48-95,144-191"))
         gpus.append(
             GpuSpec(
                 bus_id=bus_id,
@@ -281,7 +237,7 @@ def _hgx_h100() -> GpuMachine:
                 device_id=0x2330,
                 memory_mib=81559,
                 compute_capability=(9, 0),
-                slot=_switch_slot(0, bus - 3, 0),
+                slot=switch_slot(bus - 3, 0),
                 numa_node=node,
                 cpus=cpus,
                 mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
@@ -296,7 +252,7 @@ def _hgx_h100() -> GpuMachine:
                 vendor_id=MELLANOX,
                 device_id=0x1021,
                 class_code=CLASS_INFINIBAND,
-                slot=_switch_slot(0, bus - 3, 1),
+                slot=switch_slot(bus - 3, 1),
                 numa_node=node,
                 cpus=cpus,
                 netdev=f"ibp{bus + 1}s0",
@@ -329,7 +285,7 @@ def _gb200_tray() -> GpuMachine:
             compute_capability=(10, 0),
             slot=PcieSlot(root=f"pci{domain:04x}:00", bridges=(f"{domain:04x}:00:00.0",)),
             numa_node=node,
-            cpus=_cpus(cpus),
+            cpus=parse_cpulist(cpus),
             gpu_numa_node=gpu_node,
             mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
             # The switches sit in separate NVLink switch trays, not on this host's PCI bus.
@@ -352,9 +308,9 @@ def _l40s_4x() -> GpuMachine:
             device_id=0x26B9,
             memory_mib=46068,
             compute_capability=(8, 9),
-            slot=_root_port_slot(0, bus - 1),
+            slot=root_port_slot(bus),
             numa_node=0,
-            cpus=_cpus("0-47"),
+            cpus=parse_cpulist("0-47"),
         )
         for index, bus in enumerate((0x38, 0x3A, 0x3C, 0x3E))
     )
@@ -373,9 +329,9 @@ def _pcie_nvlink_bridges() -> GpuMachine:
             device_id=0x20B5,
             memory_mib=81920,
             compute_capability=(8, 0),
-            slot=_root_port_slot(0, bus - 1),
+            slot=root_port_slot(bus),
             numa_node=0 if index < 4 else 1,
-            cpus=_cpus("0-31" if index < 4 else "32-63"),
+            cpus=parse_cpulist("0-31" if index < 4 else "32-63"),
             mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
             # Three bridges of four links each join a pair.
             nvlinks=tuple(
@@ -402,7 +358,7 @@ def _h200_vm() -> GpuMachine:
     NOT_SUPPORTED and a zero cluster UUID. Sysfs: one NUMA cell, every PCI function directly on host
     bridge pci0000:00 with numa_node -1, a virtio NIC (eth0) and no RDMA device.
     """
-    cpus = _cpus("0-15")
+    cpus = parse_cpulist("0-15")
     gpu = GpuSpec(
         bus_id="00000000:00:06.0",
         name="NVIDIA H200",

@@ -1,10 +1,10 @@
 """The demo cluster's machine types, from a compact description to the project's own JSON.
 
-``python -m placement.demo.build_machines`` writes ``placement/demo/machines/<name>.json`` (the
-``kubenexus.topology.json_codec`` form of a ``NodeTopology``, exactly what ``kubenexus-agent discover
---format json`` prints); ``--check`` only compares and exits 1 when a file differs. The files are
-committed, so the demo needs neither this module's run nor any captured data, and a test keeps them
-equal to what this module builds.
+``python -m tools.build_demo_machines`` (from the repository root) writes
+``placement/demo/machines/<name>.json`` (the ``kubenexus.topology.json_codec`` form of a
+``NodeTopology``, exactly what ``kubenexus-agent discover --format json`` prints); ``--check`` only
+compares and exits 1 when a file differs. The files are committed and ship as package data, so the demo
+needs neither this tool nor any captured data, and a test keeps them equal to what this tool builds.
 
 Each machine is built the way the agent builds a real one: PCI functions with their bridge paths,
 GPUs with their NVLinks, NICs; then ``kubenexus.topology.paths.build_device_links`` and
@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kubenexus.topology import json_codec
+from kubenexus.topology.cpulist import parse_cpulist
 from kubenexus.topology.model import (
     Distances,
     Gpu,
@@ -75,28 +76,31 @@ from kubenexus.topology.model import (
     NvLink,
     NvLinkRemote,
     PathKind,
-    PciDevice,
     ZoneResources,
 )
 from kubenexus.topology.nrt import MEMORY, METHOD_WITH_EXCLUSIVE_RESOURCES, cell_resources
 from kubenexus.topology.nvlink import nvlink_pair_counts
 from kubenexus.topology.paths import build_device_links
 from kubenexus.topology.podfingerprint import pods_fingerprint
+from tools.pcie_tree import (
+    CLASS_3D_CONTROLLER,
+    CLASS_BRIDGE_OTHER,
+    CLASS_INFINIBAND,
+    MELLANOX,
+    NVIDIA,
+    PcieSlot,
+    cascade_slot,
+    root_port_slot,
+    switch_slot,
+    with_switch_ports,
+)
 
-MACHINES_DIR = Path(__file__).parent / "machines"
+MACHINES_DIR = Path(__file__).resolve().parent.parent / "placement" / "demo" / "machines"
 
 GIB = 1024**3
 _MIB = 1024**2
 _HUGEPAGE_1G_KIB = 1024 * 1024
 _HUGEPAGE_2M_KIB = 2048
-
-_NVIDIA = 0x10DE
-_MELLANOX = 0x15B3
-_CLASS_3D_CONTROLLER = 0x030200
-_CLASS_BRIDGE_OTHER = 0x068000  # how NVSwitches enumerate
-_CLASS_INFINIBAND = 0x020700
-_CLASS_PCI_BRIDGE = 0x060400
-_SWITCH_PORT = (0x1000, 0xC030)  # Broadcom PEX89000 switch port (vendor, device)
 
 
 @dataclass(frozen=True)
@@ -132,14 +136,6 @@ class Host:
 
 
 @dataclass(frozen=True)
-class Slot:
-    """Where a PCI function hangs: its host bridge and the bridges above it, host side first."""
-
-    root: str
-    bridges: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Function:
     """A PCI endpoint worth publishing: a GPU, an NVSwitch or a NIC."""
 
@@ -148,7 +144,7 @@ class Function:
     vendor_id: int
     device_id: int
     numa_node: int
-    slot: Slot
+    slot: PcieSlot
     rdma_device: str | None = None
     netdev: str | None = None
 
@@ -173,16 +169,8 @@ def _kubelet(policy: str, scope: str, reserved: str, *, memory_static: bool = Fa
         topology_manager_scope=scope,
         cpu_manager_policy="static",
         memory_manager_policy="Static" if memory_static else "None",
-        reserved_cpus=_cpulist(reserved),
+        reserved_cpus=parse_cpulist(reserved),
     )
-
-
-def _cpulist(text: str) -> tuple[int, ...]:
-    cpus: list[int] = []
-    for item in text.split(","):
-        first, _, last = item.partition("-")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return tuple(cpus)
 
 
 # --- the CPU side of each machine ------------------------------------------------------------------
@@ -260,48 +248,18 @@ CPU_2S_HOST = Host(
 )
 
 
-# --- PCIe trees -----------------------------------------------------------------------------------
+# --- PCI functions and NVLinks --------------------------------------------------------------------
 
 
-def _switch_slot(root_bus: int, port: int, *, root_port: str = "01.1") -> Slot:
-    """Behind downstream port ``port`` of a PCIe switch on a root port of host bridge ``root_bus``."""
-    return Slot(
-        root=f"pci0000:{root_bus:02x}",
-        bridges=(
-            f"0000:{root_bus:02x}:{root_port}",
-            f"0000:{root_bus + 1:02x}:00.0",
-            f"0000:{root_bus + 2:02x}:{port:02x}.0",
-        ),
-    )
+def _gpu_function(bus: int, model: GpuModel, numa_node: int, slot: PcieSlot) -> Function:
+    return Function(f"0000:{bus:02x}:00.0", CLASS_3D_CONTROLLER, NVIDIA, model.device_id, numa_node, slot)
 
 
-def _cascade_slot(root_bus: int, branch: int, port: int) -> Slot:
-    """Behind port ``port`` of a second-level switch on downstream port ``branch`` of a first-level one."""
-    first = _switch_slot(root_bus, branch)
-    return Slot(
-        root=first.root,
-        bridges=(
-            *first.bridges,
-            f"0000:{root_bus + 3 + 2 * branch:02x}:00.0",
-            f"0000:{root_bus + 4 + 2 * branch:02x}:{port:02x}.0",
-        ),
-    )
-
-
-def _root_port_slot(bus: int) -> Slot:
-    """Alone on a root port of its own host bridge, one bus below it."""
-    return Slot(root=f"pci0000:{bus - 1:02x}", bridges=(f"0000:{bus - 1:02x}:01.0",))
-
-
-def _gpu_function(bus: int, model: GpuModel, numa_node: int, slot: Slot) -> Function:
-    return Function(f"0000:{bus:02x}:00.0", _CLASS_3D_CONTROLLER, _NVIDIA, model.device_id, numa_node, slot)
-
-
-def _nic_function(bus: int, device_id: int, numa_node: int, slot: Slot, rdma_device: str) -> Function:
+def _nic_function(bus: int, device_id: int, numa_node: int, slot: PcieSlot, rdma_device: str) -> Function:
     return Function(
         f"0000:{bus:02x}:00.0",
-        _CLASS_INFINIBAND,
-        _MELLANOX,
+        CLASS_INFINIBAND,
+        MELLANOX,
         device_id,
         numa_node,
         slot,
@@ -382,33 +340,18 @@ def build_topology(name: str, host: Host, board: GpuBoard | None) -> NodeTopolog
 def _with_board(name: str, topology: NodeTopology, board: GpuBoard) -> NodeTopology:
     functions = (*board.functions, *board.others)
     cpus_of = {cell.id: cell.cpus for cell in topology.numa_cells}
-    devices: dict[str, PciDevice] = {}
-    for function in functions:
-        for depth, bridge in enumerate(function.slot.bridges):
-            vendor, device = _SWITCH_PORT
-            devices.setdefault(
-                bridge,
-                PciDevice(
-                    bus_id=bridge,
-                    class_code=_CLASS_PCI_BRIDGE,
-                    vendor_id=vendor,
-                    device_id=device,
-                    numa_node=function.numa_node,
-                    local_cpus=cpus_of[function.numa_node],
-                    bridge_path=function.slot.bridges[:depth],
-                    root=function.slot.root,
-                ),
-            )
-        devices[function.bus_id] = PciDevice(
-            bus_id=function.bus_id,
+    endpoints = (
+        function.slot.device(
+            function.bus_id,
             class_code=function.class_code,
             vendor_id=function.vendor_id,
             device_id=function.device_id,
             numa_node=function.numa_node,
             local_cpus=cpus_of[function.numa_node],
-            bridge_path=function.slot.bridges,
-            root=function.slot.root,
         )
+        for function in functions
+    )
+    devices = {device.bus_id: device for device in with_switch_ports(endpoints)}
     gpus = tuple(
         Gpu(
             index=index,
@@ -472,7 +415,7 @@ HGX_H100_GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)  # thamada
 
 def hgx_h100() -> NodeTopology:
     switches = tuple(
-        Function(f"0000:{0x05 + k:02x}:00.0", _CLASS_BRIDGE_OTHER, _NVIDIA, 0x22A3, 0, _switch_slot(0x00, k))
+        Function(f"0000:{0x05 + k:02x}:00.0", CLASS_BRIDGE_OTHER, NVIDIA, 0x22A3, 0, switch_slot(0x00, k))
         for k in range(4)
     )
     links = _switch_links(switches, (5, 4, 4, 5), version=4)
@@ -480,9 +423,9 @@ def hgx_h100() -> NodeTopology:
     nics: list[Function] = []
     for index, bus in enumerate(HGX_H100_GPU_BUSES):
         node = 0 if index < 4 else 1
-        gpus.append(_gpu_function(bus, H100_SXM, node, _switch_slot(bus - 3, 0)))
+        gpus.append(_gpu_function(bus, H100_SXM, node, switch_slot(bus - 3, 0)))
         # The GPU's ConnectX-7 (15b3:1021) on the other downstream port of the same switch: PIX.
-        nics.append(_nic_function(bus + 1, 0x1021, node, _switch_slot(bus - 3, 1), f"mlx5_{index}"))
+        nics.append(_nic_function(bus + 1, 0x1021, node, switch_slot(bus - 3, 1), f"mlx5_{index}"))
     board = GpuBoard(H100_SXM, tuple(gpus), (links,) * 8, others=(*switches, *nics))
     return build_topology("hgx-h100", HGX_H100_HOST, board)
 
@@ -503,18 +446,18 @@ _DGX_A100_NICS = ((0x0C, 0x12), (0x4B, 0x54), (0x8D, 0x94), (0xBA, 0xCC))  # ibp
 
 def dgx_a100() -> NodeTopology:
     switches = tuple(
-        Function(f"0000:{0xC4 + k:02x}:00.0", _CLASS_BRIDGE_OTHER, _NVIDIA, 0x1AF1, 5, _switch_slot(0xC0, k))
+        Function(f"0000:{0xC4 + k:02x}:00.0", CLASS_BRIDGE_OTHER, NVIDIA, 0x1AF1, 5, switch_slot(0xC0, k))
         for k in range(6)
     )
     links = _switch_links(switches, (2,) * 6, version=3)
     # Each host bridge carries a two-level switch tree: the GPU pair below one branch, the pair's two
     # ConnectX-6 (15b3:101b) below the other, hence PXB between a GPU and its NICs.
     gpus = tuple(
-        _gpu_function(bus, A100_SXM, node, _cascade_slot(root, 0, index % 2))
+        _gpu_function(bus, A100_SXM, node, cascade_slot(root, 0, index % 2))
         for index, (bus, root, node) in enumerate(_DGX_A100_GPUS)
     )
     nics = tuple(
-        _nic_function(bus, 0x101B, _DGX_A100_GPUS[2 * pair][2], _cascade_slot(root, 1, port), f"mlx5_{2 * pair + port}")
+        _nic_function(bus, 0x101B, _DGX_A100_GPUS[2 * pair][2], cascade_slot(root, 1, port), f"mlx5_{2 * pair + port}")
         for pair, (root, buses) in enumerate(zip((0x00, 0x40, 0x80, 0xB0), _DGX_A100_NICS, strict=True))
         for port, bus in enumerate(buses)
     )
@@ -523,7 +466,7 @@ def dgx_a100() -> NodeTopology:
 
 
 def l40s_4x() -> NodeTopology:
-    gpus = tuple(_gpu_function(bus, L40S, 0, _root_port_slot(bus)) for bus in (0x38, 0x3A, 0x3C, 0x3E))
+    gpus = tuple(_gpu_function(bus, L40S, 0, root_port_slot(bus)) for bus in (0x38, 0x3A, 0x3C, 0x3E))
     board = GpuBoard(L40S, gpus, ((),) * 4)
     return build_topology("l40s-4x", L40S_HOST, board)
 
@@ -534,7 +477,7 @@ _BRIDGE_GPU_BUSES = (0x01, 0x21, 0x41, 0x61, 0x81, 0xA1, 0xC1, 0xE1)
 
 def a100_pcie_nvbridge() -> NodeTopology:
     gpus = tuple(
-        _gpu_function(bus, A100_PCIE, 0 if index < 4 else 1, _root_port_slot(bus))
+        _gpu_function(bus, A100_PCIE, 0 if index < 4 else 1, root_port_slot(bus))
         for index, bus in enumerate(_BRIDGE_GPU_BUSES)
     )
     nvlinks = tuple(
@@ -571,7 +514,7 @@ def machine_documents() -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m placement.demo.build_machines", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.build_demo_machines", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 when a file differs")
     parser.add_argument("--output", type=Path, default=MACHINES_DIR, help=f"directory (default {MACHINES_DIR})")
     arguments = parser.parse_args(argv)

@@ -4,21 +4,28 @@ GPU nodes come from the ``nvidia-smi topo -m`` captures in ../shared/data/gpu (p
 own importer); a capture says nothing of memory or the kubelet, so those are added here: memory per cell
 as the instance types publish it (p5.48xlarge 2 TiB, p4d.24xlarge 1152 GiB, g6e.12xlarge 384 GiB), HMAT
 bandwidth and SLIT distances as typical 2-socket servers report them (10 local, 21 remote). CPU-only nodes
-are a plain 2-socket layout. When the captures are absent an equivalent NVSwitch node is built inline.
+are a plain 2-socket layout. When a capture is absent an equivalent node is built inline.
+
+The 2-socket PCIe node (NVLink-bridged GPU pairs) is the k8s-device-plugin issue 546 capture, with an
+RDMA NIC behind the PCIe switch of GPU1 (socket 0) and of GPU5 (socket 1). ``two_socket`` is an authored
+Intel-style node with hugepages and HMAT entries, for the label and NodeResourceTopology encodings.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from kubenexus.topology.model import (
     DeviceLink,
     Distances,
     Gpu,
+    HugePages,
     KubeletSettings,
     Machine,
     MemoryAttribute,
+    Nic,
     NodeTopology,
     NumaCell,
     PathKind,
@@ -32,6 +39,8 @@ from tests.conftest import GPU_DIR
 GIB = 1024**3
 P5_CAPTURE = GPU_DIR / "aws_p5.48xlarge_8xH100__gnosia93-training-on-eks.txt"
 L40S_CAPTURE = GPU_DIR / "aws_g6e.12xlarge_4xL40S__gnosia93-training-on-eks.txt"
+PCIE_CAPTURE = GPU_DIR / "pcie_8gpu_nvlink_bridge_pairs_NV12__k8s-device-plugin-issue546.txt"
+RDMA = "rdma/hca_shared_devices_a"
 
 
 def kubelet(policy: str = "single-numa-node", scope: str = "pod", *, memory: bool = False) -> KubeletSettings:
@@ -137,6 +146,80 @@ def l40s_node(*, settings: KubeletSettings | None = None) -> NodeTopology:
             links=links,
         )
     return _with_host(base, 384 * GIB, settings or kubelet(), 200_000)
+
+
+def pcie_node(*, policy: str = "single-numa-node") -> NodeTopology:
+    """8 GPUs over 2 sockets, bridged pairs (0-2, 1-3, 4-5, 6-7), SYS otherwise; RDMA NICs near GPU1 and GPU5."""
+    if PCIE_CAPTURE.exists():
+        base = parse_topo_matrix(PCIE_CAPTURE.read_text())
+    else:
+        pairs = {(0, 2), (1, 3), (4, 5), (6, 7)}
+        gpus = tuple(
+            Gpu(
+                index=i,
+                pci_bus_id=f"nvidia-smi:GPU{i}",
+                numa_node=i // 4,
+                cpu_affinity=tuple(range(i // 4 * 32, (i // 4 + 1) * 32)),
+            )
+            for i in range(8)
+        )
+        links = tuple(
+            DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.NVLINK, 12)
+            if (a, b) in pairs
+            else DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.SYS)
+            for a in range(8)
+            for b in range(a + 1, 8)
+        )
+        base = NodeTopology(
+            machine=Machine(None, None, None, None, 64, tuple(range(64)), ()),
+            numa_cells=tuple(
+                NumaCell(id=i, cpus=tuple(range(i * 32, (i + 1) * 32)), memory_bytes=None) for i in (0, 1)
+            ),
+            gpus=gpus,
+            links=links,
+        )
+    cells = tuple(replace(cell, memory_bytes=256 * GIB) for cell in base.numa_cells)
+    nics = (
+        Nic("mlx5_0", "nvidia-smi:NIC0", rdma_devices=("mlx5_0",)),
+        Nic("mlx5_1", "nvidia-smi:NIC1", rdma_devices=("mlx5_1",)),
+    )
+    nic_links = tuple(
+        DeviceLink(f"GPU{g}", f"NIC{n}", PathKind.PIX if g == near else PathKind.SYS)
+        for n, near in enumerate((1, 5))
+        for g in range(8)
+    )
+    node = replace(
+        base,
+        numa_cells=cells,
+        nics=nics,
+        links=base.links + nic_links,
+        distances=Distances(ids=(0, 1), matrix=((10, 21), (21, 10))),
+        kubelet=kubelet(policy, "pod"),
+    )
+    # The RDMA shared-device plugin offers the NICs as a countable resource on each socket.
+    zones = tuple(
+        ZoneResources(cell.id, (*cell_resources(node, cell), ResourceAmount(RDMA, 16, 16, 16))) for cell in cells
+    )
+    return replace(node, zone_resources=zones)
+
+
+def two_socket(**changes: Any) -> NodeTopology:
+    """Two sockets with hyperthreads numbered the Intel way: cell 0 has CPUs 0-15 and 32-47."""
+    cells = (
+        NumaCell(0, (*range(16), *range(32, 48)), 64 * GIB, (HugePages(2048, 512, 500), HugePages(1048576, 4, 4))),
+        NumaCell(1, (*range(16, 32), *range(48, 64)), 64 * GIB),
+    )
+    topology = NodeTopology(
+        machine=Machine("Test Xeon", "x86_64", 2, 32, 64, tuple(range(64)), ()),
+        numa_cells=cells,
+        distances=Distances((0, 1), ((10, 21), (21, 10))),
+        memory_attributes=(
+            MemoryAttribute(0, 0, 0, read_bandwidth_mbps=99999),  # any initiator: not the CPUs' figure
+            MemoryAttribute(0, 0, 1, read_bandwidth_mbps=131072, read_latency_ns=90),
+            MemoryAttribute(1, 1, 1, read_latency_ns=95),  # latency only: no bandwidth label
+        ),
+    )
+    return replace(topology, **changes)
 
 
 def with_usage(topology: NodeTopology, used: dict[int, dict[str, int]], fingerprint: str | None) -> NodeTopology:
