@@ -37,11 +37,6 @@ class Rejections(NamedTuple):
     nodes: tuple[str, ...]
 
 
-def each_rejection(groups: Sequence[Rejections]) -> list[Rejection]:
-    """One ``Rejection`` per node, group by group (for callers that want rows)."""
-    return [Rejection(node, group.reason, group.kind) for group in groups for node in group.nodes]
-
-
 def group_rejections(rejections: Iterable[Rejection]) -> tuple[Rejections, ...]:
     """Rows grouped by reason: the most common reason first, nodes in their given order."""
     grouped: dict[tuple[str, RejectionKind], list[str]] = {}
