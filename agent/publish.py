@@ -156,7 +156,7 @@ def _owned_keys_patch(current: Mapping[str, str], desired: Mapping[str, str]) ->
 
 
 class NodeApi(Protocol):
-    """The five calls the publisher makes; ``KubeApi`` is the real one."""
+    """The five calls the publisher makes; ``KubeNodeApi`` is the real one."""
 
     def read_node(self, name: str) -> Json: ...
     def patch_node(self, name: str, patch: Json) -> None: ...

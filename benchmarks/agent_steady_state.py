@@ -29,7 +29,7 @@ import psutil
 from tests.fake_sysfs import build_two_socket_host
 from tests.gpu_sysfs import build_gpu_sysfs
 from tests.kube_emulator import Emulator
-from tests.machines import HGX_H100
+from tests.machines.gpu_hardware import HGX_H100
 
 TARGET_RSS_MB = 64.0
 TARGET_WRITES_PER_HOUR = 0

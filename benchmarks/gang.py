@@ -35,7 +35,7 @@ from placement.core.podgroup import SpreadPolicy
 from placement.core.vocabulary import IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
 from tests.gang_fixtures import pod
-from tests.machines import cpu_node, kubelet, nvswitch_node, pcie_node
+from tests.machines.node_topologies import cpu_node, kubelet, nvswitch_node, pcie_node
 
 NODES = 1_000
 TARGET_P99_MS = {8: 10.0, 64: 50.0, 256: 200.0}

@@ -21,7 +21,7 @@ from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_cou
 from tests.fake_nvml import FakeNvml
 from tests.fake_sysfs import build_two_socket_host
 from tests.gpu_sysfs import build_gpu_sysfs
-from tests.machines import DGX_A100, HGX_H100, GpuMachine
+from tests.machines.gpu_hardware import DGX_A100, HGX_H100, GpuMachine
 
 TARGET_MS = 30.0
 

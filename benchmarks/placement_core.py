@@ -19,7 +19,7 @@ from placement.core.decision import rank
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import demand_of
 from placement.state.cluster_index import ClusterIndex
-from tests.machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
 
 TARGET_P99_MS = {1_000: 2.0, 10_000: 20.0}
 TARGET_BYTES_PER_NODE = 4096

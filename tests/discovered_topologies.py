@@ -21,7 +21,7 @@ from kubenexus.topology.topo_matrix import CPU_AFFINITY, parse_topo_matrix
 from tests.conftest import GPU_DIR, SnapshotUnpacker, hwloc_snapshot_names, require_shared
 from tests.fake_nvml import FakeNvml
 from tests.gpu_sysfs import build_gpu_sysfs
-from tests.machines import ALL_MACHINES, GpuMachine
+from tests.machines.gpu_hardware import ALL_MACHINES, GpuMachine
 
 
 def capture_names() -> list[str]:

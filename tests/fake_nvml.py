@@ -22,7 +22,7 @@ from typing import Any
 
 import pynvml
 
-from tests.machines import GpuMachine, GpuSpec, NvLinkSpec
+from tests.machines.gpu_hardware import GpuMachine, GpuSpec, NvLinkSpec
 
 _COPIED_PREFIXES = ("NVML_", "NVMLError", "c_nvml", "nvmlPciInfo", "nvmlGpuFabricInfo_v", "nvmlMemory_v")
 

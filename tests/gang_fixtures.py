@@ -25,7 +25,7 @@ from placement.state.gangs import DEFAULT_RACK_KEY as RACK
 from placement.state.gangs import DEFAULT_ZONE_KEY as ZONE
 from placement.state.gangs import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
-from tests.machines import GIB, RDMA
+from tests.machines.node_topologies import GIB, RDMA
 
 
 class Clock:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from kubenexus.topology.cpulist import format_cpulist
-from tests.machines import GpuMachine, pci_devices
+from tests.machines.gpu_hardware import GpuMachine, pci_devices
 
 
 def build_gpu_sysfs(root: Path, machine: GpuMachine) -> Path:

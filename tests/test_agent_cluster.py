@@ -26,7 +26,7 @@ from tests.conftest import wait_until
 from tests.fake_sysfs import build_two_socket_host, write
 from tests.gpu_sysfs import build_gpu_sysfs
 from tests.kube_emulator import NODES, NRTS, Emulator, request_lines
-from tests.machines import L40S_4X
+from tests.machines.gpu_hardware import L40S_4X
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from placement.core.pods import PodParseError, PodUsage, pod_usage
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import PolicyCode, ScopeCode, demand_of
 from placement.state.cluster_index import ClusterIndex
-from tests.machines import GIB, cpu_node, kubelet, nvswitch_node, with_usage
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, nvswitch_node, with_usage
 
 
 def _usage(name: str, node: str, cpus: int, *, cells: tuple[int, ...] = (), gpus: int = 0) -> PodUsage:

@@ -19,7 +19,7 @@ from placement.core.vocabulary import GPU_SHARE, PodDemand, demand_of
 from placement.state import decision_cache
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
-from tests.machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
 
 FPGA = "example.com/fpga"
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")

@@ -14,7 +14,7 @@ from placement.service.engine import PlacementEngine
 from placement.service.results import GangOutcome, GangSpec, PermitOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
-from tests.machines import cpu_node, kubelet
+from tests.machines.node_topologies import cpu_node, kubelet
 
 
 @dataclass

@@ -30,7 +30,7 @@ from placement.core.topology_manager import (
 )
 from placement.core.vocabulary import CPU, MAX_NUMA, POLICY_CODES, NodeArrays, PolicyCode, ScopeCode, demand_of
 from tests.conftest import require_shared
-from tests.machines import GIB, P5_CAPTURE, inline_nvswitch
+from tests.machines.node_topologies import GIB, P5_CAPTURE, inline_nvswitch
 
 GPU = "nvidia.com/gpu"
 HUGE = "hugepages-1Gi"

@@ -8,7 +8,7 @@ from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
 from placement.state.gangs import GangConfig, GangPhase, GangPlacement, GangStatus, PermitVerdict
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
-from tests.machines import nvswitch_node
+from tests.machines.node_topologies import nvswitch_node
 
 
 def _two_nodes(config: GangConfig | None = None) -> Cluster:

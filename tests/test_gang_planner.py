@@ -14,7 +14,7 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.vocabulary import demand_of
 from placement.state.gangs import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, member
-from tests.machines import cpu_node, kubelet, nvswitch_node, pcie_node
+from tests.machines.node_topologies import cpu_node, kubelet, nvswitch_node, pcie_node
 
 
 def _mixed() -> Cluster:

@@ -17,7 +17,7 @@ from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
 from placement.state.gangs import GangConfig
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
-from tests.machines import cpu_node, kubelet, l40s_node, nvswitch_node, pcie_node
+from tests.machines.node_topologies import cpu_node, kubelet, l40s_node, nvswitch_node, pcie_node
 
 MACHINES = (
     lambda: nvswitch_node(cells=2),

@@ -17,7 +17,7 @@ from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FakeNvml
 from tests.fake_sysfs import build_one_cell_vm, build_two_socket_host
 from tests.gpu_sysfs import build_gpu_sysfs
-from tests.machines import H200_VM, HGX_H100, L40S_4X, PCIE_NVLINK_BRIDGES, GpuMachine
+from tests.machines.gpu_hardware import H200_VM, HGX_H100, L40S_4X, PCIE_NVLINK_BRIDGES, GpuMachine
 
 REAL_CAPTURES = Path(__file__).parent / "real_captures"
 

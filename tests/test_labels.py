@@ -44,7 +44,8 @@ from kubenexus.topology.model import (
     PathKind,
 )
 from tests.discovered_topologies import FIXTURES
-from tests.machines import GB200_CLIQUE_ID, GB200_CLUSTER_UUID, GIB, two_socket
+from tests.machines.gpu_hardware import GB200_CLIQUE_ID, GB200_CLUSTER_UUID
+from tests.machines.node_topologies import GIB, two_socket
 
 
 @pytest.mark.parametrize("value", ["", "a", "0", "0-15_32-47", "NVIDIA-H100-80GB-HBM3", "a.b_c-d", "x" * 63])

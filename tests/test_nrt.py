@@ -43,7 +43,7 @@ from kubenexus.topology.nrt import (
 )
 from tests.conftest import REPO
 from tests.discovered_topologies import FIXTURES
-from tests.machines import GIB, two_socket
+from tests.machines.node_topologies import GIB, two_socket
 
 CRD = REPO / "deploy" / "crd" / "noderesourcetopologies.yaml"
 FINGERPRINT = "pfp0v001a1b2c3d4e5f60718"

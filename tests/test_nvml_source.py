@@ -18,7 +18,7 @@ from kubenexus.topology.nvlink import naive_remote_bus_matching, nvlink_pair_cou
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_nvml import FUNCTIONS, FakeNvml
 from tests.gpu_sysfs import build_gpu_sysfs
-from tests.machines import (
+from tests.machines.gpu_hardware import (
     ALL_MACHINES,
     DGX_A100,
     GB200_CLIQUE_ID,

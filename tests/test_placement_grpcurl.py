@@ -21,7 +21,7 @@ from placement.api.v1 import placement_pb2_grpc
 from placement.service.engine import PlacementEngine
 from placement.state.cluster_index import ClusterIndex
 from tests.grpc_server import RunningServer
-from tests.machines import cpu_node, kubelet, nvswitch_node
+from tests.machines.node_topologies import cpu_node, kubelet, nvswitch_node
 
 
 def _grpcurl_binary() -> str:

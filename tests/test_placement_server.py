@@ -25,7 +25,7 @@ from placement.service.results import FilterOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from tests.grpc_server import RunningServer
-from tests.machines import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
 
 NODES = ("cpu-a", "h100-b", "l40s-c")
 

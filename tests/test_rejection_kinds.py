@@ -21,7 +21,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
 from placement.state.reservations import Reservations
 from tests.grpc_server import RunningServer
-from tests.machines import cpu_node, kubelet
+from tests.machines.node_topologies import cpu_node, kubelet
 
 SINGLE = kubelet("single-numa-node", "pod")
 LENIENT = kubelet("best-effort", "pod")

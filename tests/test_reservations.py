@@ -14,7 +14,7 @@ from placement.core.pods import PendingPod
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
-from tests.machines import GIB, cpu_node, kubelet, nvswitch_node, with_usage
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, nvswitch_node, with_usage
 
 
 def _pod(cpus: int, *, memory_gib: int = 1, gpus: int = 0) -> Pod:

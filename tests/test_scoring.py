@@ -9,7 +9,7 @@ from placement.core.scoring import SWEET_SPOT, ScoringWeights, fit_curve, score_
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import demand_of
 from placement.state.cluster_index import ClusterIndex
-from tests.machines import GIB, cpu_node, kubelet, nvswitch_node
+from tests.machines.node_topologies import GIB, cpu_node, kubelet, nvswitch_node
 
 CPU_POD = Pod(containers=(Container("c", cpu_millis=8000, memory=32 * GIB),), qos=QOSClass.GUARANTEED)
 

@@ -26,7 +26,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from tests.conftest import wait_until
 from tests.kube_emulator import NODES
-from tests.machines import nvswitch_node
+from tests.machines.node_topologies import nvswitch_node
 from tests.shim_cluster import LEASES, ShimEmulator, pod_object, publish_nodes, replica
 
 pytestmark = pytest.mark.slow
