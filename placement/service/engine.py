@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from placement.core.decision import order_of, plan_on_node, rank
+from placement.core.decision import order_of, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod, PodParseError, PodSpec, validate_pod
@@ -48,7 +48,7 @@ from placement.service.views import NodeSummary, NodeView, node_summaries, node_
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.gangs import GangCoordinator
-from placement.state.reservations import Decision, Reservations
+from placement.state.reservations import Decision, Reservations, plan_on_slot
 
 _NO_INTENT = PodIntent()
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
@@ -178,17 +178,7 @@ class PlacementEngine:
             if refused is not None:
                 return Explanation(node, pending, demand, None, _rejection(node, refused), exact)
             scores = ranking.scores
-            shape = index.gpu_shape(slot)
-            plan = plan_on_node(
-                arrays,
-                slot,
-                demand,
-                intent=pending.intent,
-                landing_cell=int(scores.landing_cell[0]),
-                gpu_table=None if shape is None else shape.table,
-                free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot),
-                gpu_share_left=None if shape is None else index.gpu_share_left(slot),
-            )
+            plan = plan_on_slot(index, slot, demand, pending.intent, int(scores.landing_cell[0]))
         if isinstance(plan, Rejected):
             return Explanation(node, pending, demand, None, _rejection(node, plan), exact_model=True)
         placement = Placement(

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.core.decision import plan_on_node, rank
+from placement.core.decision import NodePlan, plan_on_node, rank
 from placement.core.feasibility import FilterResult
+from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
-from placement.core.vocabulary import Rejected, demand_of
+from placement.core.vocabulary import PodDemand, Rejected, demand_of
 from placement.state.cluster_index import ClusterIndex
 
 DEFAULT_TTL_S = 30.0
@@ -68,6 +69,24 @@ class Decision:
     def reasons(self) -> dict[str, str]:
         """The messages of ``rejections``."""
         return {node: rejected.message for node, rejected in self.rejections().items()}
+
+
+def plan_on_slot(
+    index: ClusterIndex, slot: int, demand: PodDemand, intent: PodIntent, landing_cell: int
+) -> NodePlan | Rejected:
+    """``plan_on_node`` with the node's GPUs as the index holds them: their links, the free ones, the shares
+    left (call under the index lock)."""
+    shape = index.gpu_shape(slot)
+    return plan_on_node(
+        index.arrays(),
+        slot,
+        demand,
+        intent=intent,
+        landing_cell=landing_cell,
+        gpu_table=None if shape is None else shape.table,
+        free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot),
+        gpu_share_left=None if shape is None else index.gpu_share_left(slot),
+    )
 
 
 @dataclass
@@ -113,17 +132,7 @@ class Reservations:
             for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
                 row = int(scores.rows[position])
                 node = index.name_of(row) or ""
-                shape = index.gpu_shape(row)
-                plan = plan_on_node(
-                    arrays,
-                    row,
-                    demand,
-                    intent=request.intent,
-                    landing_cell=int(scores.landing_cell[position]),
-                    gpu_table=None if shape is None else shape.table,
-                    free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(row),
-                    gpu_share_left=None if shape is None else index.gpu_share_left(row),
-                )
+                plan = plan_on_slot(index, row, demand, request.intent, int(scores.landing_cell[position]))
                 if isinstance(plan, Rejected):
                     skipped[node] = plan
                     continue
