@@ -37,9 +37,10 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
     """
     check_host_root(fs)
     cpu = discover_machine(fs)
-    numa = discover_numa(fs, online_cpus=cpu.machine.online_cpus)
-    pci = discover_pci(fs)
-    gpus = discover_gpus(fs, pci.devices, nvml=nvml, allow_fake_root=nvml_with_host_root)
+    numa = discover_numa(fs, online_cpus=cpu.machine.online_cpus, cpu_id_limit=cpu.cpu_id_limit)
+    cells = frozenset(cell.id for cell in numa.cells)
+    pci = discover_pci(fs, cpu_id_limit=cpu.cpu_id_limit, numa_nodes=cells)
+    gpus = discover_gpus(fs, pci.devices, nvml=nvml, allow_fake_root=nvml_with_host_root, numa_nodes=cells)
     links = build_device_links(
         gpus.gpus,
         pci.nics,

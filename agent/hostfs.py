@@ -4,16 +4,35 @@ The root is chosen once (``--host-root``, default ``/``) and carried explicitly,
 a captured snapshot of another machine reads exactly like a live host. Call sites write
 absolute host paths (``"/sys/devices/system/node"``). Symbolic links are resolved inside
 the root: an absolute link target in a snapshot means the snapshot's own tree.
+
+Only regular files are read, and at most ``ATTRIBUTE_MAX_BYTES`` of each: a FIFO, device or socket, or a
+file larger than any the kernel writes there, is a ``HostFSError`` (a warning to the sources), never a
+read that blocks or a value cut short. What every source checks values against lives here too.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import stat
 
-from kubenexus.topology.cpulist import parse_cpulist, parse_cpumask
+from kubenexus.topology.cpulist import MAX_CPUS, parse_cpulist, parse_cpumask
 
 _MAX_LINKS = 40
+MAX_NUMA_NODES = 1024  # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): every node id is below it
+# The most a sysfs attribute can hold is PAGE_SIZE (up to 64 KiB on arm64/ppc64 kernels); the CPU
+# lists and masks that outgrew it are binary attributes whose longest form (8192 CPUs, every other
+# one listed) is about 20 KiB. The largest files read in the real snapshots are far smaller (node
+# meminfo 1.5 KiB, cpumap 1.2 KiB), so 64 KiB leaves margin and bounds what a hostile file costs.
+ATTRIBUTE_MAX_BYTES = 64 * 1024
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal must not become ours.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class HostFSError(Exception):
@@ -28,6 +47,7 @@ class HostFSError(Exception):
 class HostFS:
     def __init__(self, root: str = "/") -> None:
         self.root = os.path.abspath(root)
+        self._prefix = "" if self.root == "/" else self.root
 
     @property
     def is_live(self) -> bool:
@@ -36,19 +56,18 @@ class HostFS:
 
     def host_path(self, path: str) -> str:
         """The local path for a host path such as ``/sys/bus/pci``."""
-        return os.path.join(self.root, path.lstrip("/"))
+        return f"{self._prefix}/{path.lstrip('/')}"  # os.path.join's result, at a fraction of its cost per read
 
     def read_text(self, path: str) -> str:
-        try:
-            with open(self.host_path(path), "rb") as handle:
-                data = handle.read(1 << 20)
-        except FileNotFoundError:
-            raise HostFSError(path, "missing") from None
-        except IsADirectoryError:
-            raise HostFSError(path, "is a directory, expected a file") from None
-        except OSError as error:
-            raise HostFSError(path, f"unreadable ({error.strerror or error})") from None
-        return data.decode("utf-8", errors="replace").replace("\x00", "")
+        """The whole file; one larger than ``ATTRIBUTE_MAX_BYTES`` raises HostFSError rather than being cut short."""
+        data = self._read(path, ATTRIBUTE_MAX_BYTES + 1)
+        if len(data) > ATTRIBUTE_MAX_BYTES:
+            raise HostFSError(path, f"larger than {ATTRIBUTE_MAX_BYTES} bytes, not read")
+        return _decode(data)
+
+    def read_head(self, path: str, max_bytes: int) -> str:
+        """At most the first ``max_bytes`` of a file whose beginning is all that counts (/proc/cpuinfo)."""
+        return _decode(self._read(path, max_bytes))
 
     def read_str(self, path: str) -> str:
         return self.read_text(path).strip()
@@ -60,17 +79,19 @@ class HostFS:
         except ValueError:
             raise HostFSError(path, f"expected an integer, found {text[:40]!r}") from None
 
-    def read_cpulist(self, path: str) -> tuple[int, ...]:
+    def read_cpulist(self, path: str, *, limit: int = MAX_CPUS) -> tuple[int, ...]:
+        """The CPUs of a CPU list file; ids at or above ``limit`` make the whole list garbled."""
         text = self.read_text(path)
         try:
-            return parse_cpulist(text)
+            return parse_cpulist(text, limit=limit)
         except ValueError as error:
             raise HostFSError(path, f"garbled CPU list {text.strip()[:40]!r} ({error})") from None
 
-    def read_cpumask(self, path: str) -> tuple[int, ...]:
+    def read_cpumask(self, path: str, *, limit: int = MAX_CPUS) -> tuple[int, ...]:
+        """The CPUs of a CPU mask file; bits at or above ``limit`` make the whole mask garbled."""
         text = self.read_text(path)
         try:
-            return parse_cpumask(text)
+            return parse_cpumask(text, limit=limit)
         except ValueError as error:
             raise HostFSError(path, f"garbled CPU mask {text.strip()[:40]!r} ({error})") from None
 
@@ -116,3 +137,43 @@ class HostFS:
                 continue
             resolved = candidate
         return resolved
+
+    def _read(self, path: str, size: int) -> bytes:
+        """Up to ``size`` bytes of a regular file; a FIFO, device or socket is refused.
+
+        The type is checked before opening (opening a FIFO waits for a writer, a device's open() may
+        have effects) and again on the open descriptor, since the file may have been swapped between
+        the two; the non-blocking open keeps that window from hanging the agent.
+        """
+        local = self.host_path(path)
+        try:
+            _require_regular_file(path, os.stat(local).st_mode)
+            descriptor = os.open(local, _OPEN_FLAGS)
+        except FileNotFoundError:
+            raise HostFSError(path, "missing") from None
+        except OSError as error:
+            raise HostFSError(path, f"unreadable ({error.strerror or error})") from None
+        try:
+            _require_regular_file(path, os.fstat(descriptor).st_mode)
+            chunks: list[bytes] = []
+            while size > 0 and (chunk := os.read(descriptor, size)):
+                chunks.append(chunk)
+                size -= len(chunk)
+            return b"".join(chunks)
+        except OSError as error:
+            raise HostFSError(path, f"unreadable ({error.strerror or error})") from None
+        finally:
+            os.close(descriptor)
+
+
+def _require_regular_file(path: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise HostFSError(path, "is a directory, expected a file")
+    kind = next((name for is_kind, name in _NOT_REGULAR if is_kind(mode)), "not a regular file")
+    raise HostFSError(path, f"is {kind}, not a regular file; not read")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\x00", "")

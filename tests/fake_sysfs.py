@@ -84,3 +84,15 @@ def build_one_cell_vm(root: Path) -> Path:
     write(root, "/proc/cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n")
     write(root, "/proc/meminfo", "MemTotal:       4550128 kB\n")
     return root
+
+
+def add_pci_gpu(root: Path, *, numa_node: str = "1", local_cpulist: str = "4-7,12-15") -> str:
+    """Put an NVIDIA H100 (3D controller) on the two-socket host's second socket; return its bus id."""
+    bus_id = "0000:81:00.0"
+    device = f"/sys/devices/pci0000:80/{bus_id}"
+    attributes = {"class": "0x030200", "vendor": "0x10de", "device": "0x2330", "numa_node": numa_node}
+    for name, value in {**attributes, "local_cpulist": local_cpulist, "local_cpus": "f0f0"}.items():
+        write(root, f"{device}/{name}", f"{value}\n")
+    (root / "sys/bus/pci/devices").mkdir(parents=True, exist_ok=True)
+    (root / "sys/bus/pci/devices" / bus_id).symlink_to(f"../../../devices/pci0000:80/{bus_id}")
+    return bus_id

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubenexus.topology.cpulist import format_cpulist, parse_cpulist, parse_cpumask
+from kubenexus.topology.cpulist import MAX_CPUS, format_cpulist, parse_cpulist, parse_cpumask
+from tests.gpu_sysfs import cpumask
 
 
 @pytest.mark.parametrize(
@@ -54,3 +55,50 @@ def test_format_cpulist_ranges() -> None:
 @given(st.sets(st.integers(min_value=0, max_value=4096), max_size=200))
 def test_cpulist_round_trip(cpus: set[int]) -> None:
     assert parse_cpulist(format_cpulist(cpus)) == tuple(sorted(cpus))
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "message"),
+    [
+        ("0-4294967295", MAX_CPUS, "CPU 4294967295 out of range: ids stop at 8191"),
+        ("0-8192", MAX_CPUS, "CPU 8192 out of range"),
+        ("0-15,32", 32, "CPU 32 out of range: ids stop at 31"),
+        (",".join(["0"] * 33), 32, "33 entries, more than the 32 CPUs there can be"),
+        ("9" * 5000, MAX_CPUS, "digits|out of range"),  # int() refuses 5000 digits unless told otherwise
+    ],
+)
+def test_parse_cpulist_is_bounded_by_the_limit_not_by_the_text(text: str, limit: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_cpulist(text, limit=limit)
+
+
+def test_parse_cpulist_takes_every_cpu_below_the_limit() -> None:
+    assert parse_cpulist("0-8191") == tuple(range(MAX_CPUS))
+    assert parse_cpulist("0-31", limit=32) == tuple(range(32))
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "message"),
+    [
+        (",".join(["ffffffff"] * 200_000), MAX_CPUS, "200000 mask words, more than the 256 that 8192 CPUs take"),
+        ("1," + "00000000," * 256 + "0", MAX_CPUS, "258 mask words"),
+        ("ffffffff,ffffffff", 32, "CPU 63 out of range: ids stop at 31"),
+        ("ff,,00", MAX_CPUS, "mask word ''"),
+        ("-1", MAX_CPUS, "mask word '-1'"),
+        ("0x1f", MAX_CPUS, "mask word '0x1f'"),
+    ],
+)
+def test_parse_cpumask_is_bounded(text: str, limit: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_cpumask(text, limit=limit)
+
+
+def test_parse_cpumask_takes_leading_zero_words_of_an_old_kernel() -> None:
+    """Kernels before nr_cpu_ids printed all NR_CPUS bits: 4096 on the 256ppc snapshot, whatever is possible."""
+    assert parse_cpumask("00000000," * 127 + "ffffffff", limit=32) == tuple(range(32))
+    assert parse_cpumask(",".join(["ffffffff"] * 256)) == tuple(range(MAX_CPUS))
+
+
+@given(st.sets(st.integers(min_value=0, max_value=MAX_CPUS - 1), max_size=300))
+def test_cpumask_round_trip(cpus: set[int]) -> None:
+    assert parse_cpumask(cpumask(tuple(cpus))) == tuple(sorted(cpus))

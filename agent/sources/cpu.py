@@ -5,6 +5,10 @@ snapshots) from each ``cpuN/online`` flag, a CPU without the flag counting as on
 as the kernel does for the boot CPU. Offline CPUs are the present ones that are not
 online: ``cpu/offline`` also lists possible-but-absent CPUs, which are not hardware.
 Sockets and cores are counted over online CPUs from ``cpuN/topology``.
+
+Every CPU id is below ``cpu/possible``'s highest + 1 (the kernel's ``nr_cpu_ids``), or below the
+kernel's largest NR_CPUS where ``possible`` is absent (old kernels) or impossible: a list or a
+``cpuN`` directory past that bound is a warning, never a CPU.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.hostfs import HostFS, HostFSError
-from kubenexus.topology.cpulist import format_cpulist
+from kubenexus.topology.cpulist import MAX_CPUS, format_cpulist
 from kubenexus.topology.model import DiscoveryWarning, Machine
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -23,6 +27,8 @@ _CPU_NAME = re.compile(r"cpu(\d+)")
 _PACKAGE_FILES = ("physical_package_id", "package_cpus_list", "package_cpus", "core_siblings_list", "core_siblings")
 _CORE_FILES = ("core_cpus_list", "core_cpus", "thread_siblings_list", "thread_siblings")
 _MODEL_KEYS = ("model name", "cpu model", "cpu", "Processor", "uarch")
+# Only the first processor's block is read, and it is well inside this (on 8192 CPUs the whole file is ~12 MiB).
+_CPUINFO_HEAD_BYTES = 64 * 1024
 _ARCH_HINTS = (("POWER", "ppc64"), ("Itanium", "ia64"), ("Intel", "x86_64"), ("AMD", "x86_64"), ("QEMU", "x86_64"))
 
 
@@ -30,6 +36,7 @@ _ARCH_HINTS = (("POWER", "ppc64"), ("Itanium", "ia64"), ("Intel", "x86_64"), ("A
 class CpuReport:
     machine: Machine
     warnings: tuple[DiscoveryWarning, ...]
+    cpu_id_limit: int = MAX_CPUS  # every CPU id on this host is below it; the other sources' bound
 
 
 def discover_machine(fs: HostFS) -> CpuReport:
@@ -38,9 +45,10 @@ def discover_machine(fs: HostFS) -> CpuReport:
     def warn(message: str, path: str | None = None) -> None:
         warnings.append(DiscoveryWarning("cpu", message, path))
 
-    cpu_dirs = _cpu_directories(fs, warn)
-    online = _online_cpus(fs, cpu_dirs, warn)
-    present = _read_list(fs, f"{CPU_DIR}/present", warn)
+    limit = _cpu_id_limit(fs, warn)
+    cpu_dirs = _cpu_directories(fs, limit, warn)
+    online = _online_cpus(fs, cpu_dirs, limit, warn)
+    present = _read_list(fs, f"{CPU_DIR}/present", limit, warn)
     offline = tuple(sorted(set(present if present is not None else cpu_dirs) - set(online)))
 
     packages: set[str] = set()
@@ -65,21 +73,42 @@ def discover_machine(fs: HostFS) -> CpuReport:
         online_cpus=online,
         offline_cpus=offline,
     )
-    return CpuReport(machine, tuple(warnings))
+    return CpuReport(machine, tuple(warnings), limit)
 
 
-def _cpu_directories(fs: HostFS, warn: _Warn) -> tuple[int, ...]:
+def _cpu_id_limit(fs: HostFS, warn: _Warn) -> int:
+    path = f"{CPU_DIR}/possible"
+    try:
+        possible = fs.read_cpulist(path)
+    except HostFSError as error:
+        if error.problem != "missing":
+            warn(f"{error.problem}; CPU ids bounded by the kernel's maximum, {MAX_CPUS}", path)
+        return MAX_CPUS
+    if not possible:
+        warn(f"lists no CPU; CPU ids bounded by the kernel's maximum, {MAX_CPUS}", path)
+        return MAX_CPUS
+    return possible[-1] + 1
+
+
+def _cpu_directories(fs: HostFS, limit: int, warn: _Warn) -> tuple[int, ...]:
     try:
         names = fs.listdir(CPU_DIR)
     except HostFSError as error:
         warn(f"cannot list CPUs: {error.problem}", CPU_DIR)
         return ()
-    return tuple(sorted(int(m.group(1)) for n in names if (m := _CPU_NAME.fullmatch(n))))
+    cpus = sorted(int(m.group(1)) for n in names if (m := _CPU_NAME.fullmatch(n)))
+    beyond = [cpu for cpu in cpus if cpu >= limit]
+    if beyond:
+        warn(
+            f"{len(beyond)} cpuN directories past the highest possible CPU {limit - 1} ignored",
+            f"{CPU_DIR}/cpu{beyond[0]}",
+        )
+    return tuple(cpu for cpu in cpus if cpu < limit)
 
 
-def _online_cpus(fs: HostFS, cpu_dirs: tuple[int, ...], warn: _Warn) -> tuple[int, ...]:
+def _online_cpus(fs: HostFS, cpu_dirs: tuple[int, ...], limit: int, warn: _Warn) -> tuple[int, ...]:
     if fs.exists(f"{CPU_DIR}/online"):
-        online = _read_list(fs, f"{CPU_DIR}/online", warn)
+        online = _read_list(fs, f"{CPU_DIR}/online", limit, warn)
         if online is not None:
             return online
     result = []
@@ -98,9 +127,9 @@ def _online_cpus(fs: HostFS, cpu_dirs: tuple[int, ...], warn: _Warn) -> tuple[in
     return tuple(result)
 
 
-def _read_list(fs: HostFS, path: str, warn: _Warn) -> tuple[int, ...] | None:
+def _read_list(fs: HostFS, path: str, limit: int, warn: _Warn) -> tuple[int, ...] | None:
     try:
-        return fs.read_cpulist(path)
+        return fs.read_cpulist(path, limit=limit)
     except HostFSError as error:
         if error.problem != "missing":
             warn(error.problem, path)
@@ -121,7 +150,7 @@ def _first_readable(fs: HostFS, directory: str, names: tuple[str, ...]) -> str |
 
 def _cpu_model(fs: HostFS, warn: _Warn) -> tuple[str | None, str | None]:
     try:
-        text = fs.read_text("/proc/cpuinfo")
+        text = fs.read_head("/proc/cpuinfo", _CPUINFO_HEAD_BYTES)
     except HostFSError as error:
         warn(f"no CPU model: {error.problem}", "/proc/cpuinfo")
         return None, None

@@ -9,6 +9,12 @@ Memory kind, when the host tells: a DAX device under an NVDIMM bus (``ndbus``) m
 cell NVM; a specific-purpose memory DAX device (``hmem``) whose bandwidth beats every other
 cell's is HBM; ``/proc/driver/nvidia/gpus/*/numa_status`` marks GPU memory; any other cell
 with memory is DRAM.
+
+Values no kernel can produce are not published as facts: a node id at or past MAX_NUMNODES
+(1024) drops that node, a SLIT distance outside 1-255 drops the matrix, an HMAT initiator that
+is no cell drops that entry, a negative or impossible size (past 2^50 bytes, a pebibyte, in one
+cell) makes the memory size unknown or leaves out the hugepage pool or cache it describes; each
+with a warning.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from agent.hostfs import HostFS, HostFSError
+from agent.hostfs import MAX_NUMA_NODES, HostFS, HostFSError
+from kubenexus.topology.cpulist import MAX_CPUS
 from kubenexus.topology.model import (
     DiscoveryWarning,
     Distances,
@@ -29,10 +36,14 @@ from kubenexus.topology.model import (
 )
 
 NODE_DIR = "/sys/devices/system/node"
+# Far more than one cell holds (the largest machines have tens of TiB in all): beyond it a size is garbage.
+MAX_CELL_BYTES = 1 << 50
+# ACPI SLIT entries are one byte; the kernel writes 10 for local, 255 for unreachable, and never 0.
+_DISTANCES = range(1, 256)
 _NODE_NAME = re.compile(r"node(\d+)")
 _HUGEPAGES_NAME = re.compile(r"hugepages-(\d+)kB")
 _CACHE_NAME = re.compile(r"index(\d+)")
-_MEMTOTAL = re.compile(r"MemTotal:\s*(\d+)\s*kB")
+_MEMTOTAL = re.compile(r"MemTotal:\s*(-?\d+)\s*kB")
 _HMAT_FILES = ("read_bandwidth", "write_bandwidth", "read_latency", "write_latency")
 
 Warn = Callable[[str, str], None]
@@ -46,8 +57,11 @@ class NumaReport:
     warnings: tuple[DiscoveryWarning, ...]
 
 
-def discover_numa(fs: HostFS, *, online_cpus: tuple[int, ...]) -> NumaReport:
-    """A cell's CPUs are its online CPUs: the kernel's node list also keeps offline and absent ones."""
+def discover_numa(fs: HostFS, *, online_cpus: tuple[int, ...], cpu_id_limit: int = MAX_CPUS) -> NumaReport:
+    """A cell's CPUs are its online CPUs: the kernel's node list also keeps offline and absent ones.
+
+    ``cpu_id_limit`` bounds the CPU ids a node's list may hold (``CpuReport.cpu_id_limit``).
+    """
     warnings: list[DiscoveryWarning] = []
 
     def warn(message: str, path: str) -> None:
@@ -64,8 +78,8 @@ def discover_numa(fs: HostFS, *, online_cpus: tuple[int, ...]) -> NumaReport:
         )
         return NumaReport((cell,), None, (), tuple(warnings))
 
-    cells = [_cell(fs, node_id, frozenset(online_cpus), warn) for node_id in ids]
-    attributes = tuple(a for node_id in ids for a in _memory_attributes(fs, node_id, warn))
+    cells = [_cell(fs, node_id, frozenset(online_cpus), cpu_id_limit, warn) for node_id in ids]
+    attributes = tuple(a for node_id in ids for a in _memory_attributes(fs, node_id, frozenset(ids), warn))
     cells = _with_memory_kinds(fs, cells, attributes, warn)
     _warn_on_duplicate_cells(cells, warn)
     distances = _distances(fs, ids, warn)
@@ -81,15 +95,23 @@ def _node_ids(fs: HostFS, warn: Warn) -> tuple[int, ...]:
     except HostFSError as error:
         warn(f"cannot list NUMA nodes: {error.problem}; one cell assumed", NODE_DIR)
         return ()
-    ids = tuple(sorted(int(m.group(1)) for name in names if (m := _NODE_NAME.fullmatch(name))))
+    found = sorted(int(m.group(1)) for name in names if (m := _NODE_NAME.fullmatch(name)))
+    impossible = [node_id for node_id in found if node_id >= MAX_NUMA_NODES]
+    if impossible:
+        warn(
+            f"node ids {', '.join(map(str, impossible[:5]))} are past the kernel's limit of {MAX_NUMA_NODES} nodes; "
+            "those nodes are left out",
+            f"{NODE_DIR}/node{impossible[0]}",
+        )
+    ids = tuple(node_id for node_id in found if node_id < MAX_NUMA_NODES)
     if not ids:
         warn("no NUMA node directories: one cell holds every CPU", NODE_DIR)
     return ids
 
 
-def _cell(fs: HostFS, node_id: int, online_cpus: frozenset[int], warn: Warn) -> NumaCell:
+def _cell(fs: HostFS, node_id: int, online_cpus: frozenset[int], cpu_id_limit: int, warn: Warn) -> NumaCell:
     node = f"{NODE_DIR}/node{node_id}"
-    cpus = _node_cpus(fs, node, warn)
+    cpus = _node_cpus(fs, node, cpu_id_limit, warn)
     if online_cpus and not online_cpus.issuperset(cpus):
         cpus = tuple(cpu for cpu in cpus if cpu in online_cpus)
     return NumaCell(
@@ -101,13 +123,19 @@ def _cell(fs: HostFS, node_id: int, online_cpus: frozenset[int], warn: Warn) -> 
     )
 
 
-def _node_cpus(fs: HostFS, node: str, warn: Warn) -> tuple[int, ...]:
+def _node_cpus(fs: HostFS, node: str, cpu_id_limit: int, warn: Warn) -> tuple[int, ...]:
     problems = []
+    damaged: str | None = None  # a missing cpulist is an old kernel; any other failure is worth a warning
     for name, reader in (("cpulist", fs.read_cpulist), ("cpumap", fs.read_cpumask)):
         try:
-            return reader(f"{node}/{name}")
+            cpus = reader(f"{node}/{name}", limit=cpu_id_limit)
         except HostFSError as error:
             problems.append(f"{name} {error.problem}")
+            damaged = damaged or (error.path if error.problem != "missing" else None)
+            continue
+        if damaged:
+            warn(f"{'; '.join(problems)}; CPUs read from {name}", damaged)
+        return cpus
     warn(f"no CPU list ({'; '.join(problems)}); the cell is reported without CPUs", node)
     return ()
 
@@ -123,7 +151,11 @@ def _node_memory(fs: HostFS, node: str, warn: Warn) -> int | None:
     if match is None:
         warn("memory size unknown: no MemTotal line", path)
         return None
-    return int(match.group(1)) * 1024
+    size = int(match.group(1)) * 1024
+    if not _possible_size(size):
+        warn(f"memory size unknown: MemTotal of {size} bytes is impossible", path)
+        return None
+    return size
 
 
 def _machine_memory(fs: HostFS, warn: Warn) -> int | None:
@@ -143,16 +175,25 @@ def _hugepages(fs: HostFS, directory: str, warn: Warn) -> tuple[HugePages, ...]:
         match = _HUGEPAGES_NAME.fullmatch(name)
         if match is None:
             continue
+        size_kib = int(match.group(1))
+        path = f"{directory}/{name}/nr_hugepages"
         try:
-            total = fs.read_int(f"{directory}/{name}/nr_hugepages")
+            total = fs.read_int(path)
         except HostFSError as error:
-            warn(f"hugepage pool skipped: {error.problem}", f"{directory}/{name}/nr_hugepages")
+            warn(f"hugepage pool skipped: {error.problem}", path)
             continue
+        if total < 0 or not _possible_size(total * size_kib * 1024) or not _possible_size(size_kib * 1024):
+            warn(f"hugepage pool skipped: {total} pages of {size_kib} KiB is impossible", path)
+            continue
+        free_path = f"{directory}/{name}/free_hugepages"
         try:
-            free: int | None = fs.read_int(f"{directory}/{name}/free_hugepages")
+            free: int | None = fs.read_int(free_path)
         except HostFSError:
             free = None
-        pools.append(HugePages(size_kib=int(match.group(1)), total=total, free=free))
+        if free is not None and not 0 <= free <= total:
+            warn(f"free hugepages unknown: {free} free of {total} is impossible", free_path)
+            free = None
+        pools.append(HugePages(size_kib=size_kib, total=total, free=free))
     return tuple(sorted(pools, key=lambda pool: pool.size_kib))
 
 
@@ -162,10 +203,14 @@ def _side_caches(fs: HostFS, node: str, warn: Warn) -> tuple[MemorySideCache, ..
         return ()
     caches = []
     for name, level in _numbered(fs, directory, _CACHE_NAME, warn):
+        path = f"{directory}/{name}/size"
         try:
-            size = fs.read_int(f"{directory}/{name}/size")
+            size = fs.read_int(path)
         except HostFSError as error:
-            warn(f"memory-side cache skipped: {error.problem}", f"{directory}/{name}/size")
+            warn(f"memory-side cache skipped: {error.problem}", path)
+            continue
+        if not _possible_size(size):
+            warn(f"memory-side cache skipped: a size of {size} bytes is impossible", path)
             continue
         caches.append(
             MemorySideCache(
@@ -179,8 +224,11 @@ def _side_caches(fs: HostFS, node: str, warn: Warn) -> tuple[MemorySideCache, ..
     return tuple(caches)
 
 
-def _memory_attributes(fs: HostFS, target: int, warn: Warn) -> Iterator[MemoryAttribute]:
-    """HMAT values of one target cell; the kernel gives one value set per access class for all its initiators."""
+def _memory_attributes(fs: HostFS, target: int, cells: frozenset[int], warn: Warn) -> Iterator[MemoryAttribute]:
+    """HMAT values of one target cell; the kernel gives one value set per access class for all its initiators.
+
+    An initiator that is not one of ``cells`` is left out: it would be a fact about a node the host does not have.
+    """
     for access_class in (0, 1):
         directory = f"{NODE_DIR}/node{target}/access{access_class}/initiators"
         if not fs.exists(directory):
@@ -194,10 +242,16 @@ def _memory_attributes(fs: HostFS, target: int, warn: Warn) -> Iterator[MemoryAt
             except HostFSError as error:
                 if error.problem != "missing":
                     warn(f"HMAT value ignored: {error.problem}", path)
+            if value is not None and value < 0:
+                warn(f"HMAT value ignored: {value} is negative", path)
+                value = None
             values[name] = value
         if not any(values.values()):
             continue
-        for _, initiator in _numbered(fs, directory, _NODE_NAME, warn):
+        for name, initiator in _numbered(fs, directory, _NODE_NAME, warn):
+            if initiator not in cells:
+                warn(f"HMAT initiator node{initiator} is not a NUMA node of this host; left out", f"{directory}/{name}")
+                continue
             yield MemoryAttribute(
                 target=target,
                 initiator=initiator,
@@ -311,6 +365,10 @@ def _distances(fs: HostFS, ids: tuple[int, ...], warn: Warn) -> Distances | None
         if len(row) != len(ids):
             warn(f"no distance matrix: {len(row)} distances for {len(ids)} nodes", path)
             return None
+        impossible = next((value for value in row if value not in _DISTANCES), None)
+        if impossible is not None:
+            warn(f"no distance matrix: distance {impossible} is outside the kernel's 1-255", path)
+            return None
         rows.append(row)
     return Distances(ids=ids, matrix=tuple(rows))
 
@@ -330,3 +388,7 @@ def _optional_int(fs: HostFS, path: str) -> int | None:
         return fs.read_int(path)
     except HostFSError:
         return None
+
+
+def _possible_size(size: int) -> bool:
+    return 0 <= size <= MAX_CELL_BYTES

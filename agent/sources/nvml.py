@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
-from agent.hostfs import HostFS, HostFSError
+from agent.hostfs import MAX_NUMA_NODES, HostFS
 from kubenexus.topology.model import DiscoveryWarning, Gpu, NvLink, NvLinkRemote, PathKind, PciDevice
 
 SOURCE = "nvml"
@@ -52,9 +52,15 @@ def discover_gpus(
     *,
     nvml: ModuleType | None,
     allow_fake_root: bool = False,
+    numa_nodes: Collection[int] | None = None,
 ) -> GpuReport:
     """The host's GPUs; ``allow_fake_root`` lets NVML describe a host whose /sys is read from another root
-    (a DaemonSet that mounts the host's /sys at /host; tests with a fake NVML)."""
+    (a DaemonSet that mounts the host's /sys at /host; tests with a fake NVML).
+
+    A GPU's NUMA node and local CPUs come from its PCI function in ``pci_devices`` (read and checked
+    there); a node NVML names instead must be one of ``numa_nodes`` (the host's cells; when not given,
+    any id the kernel can have), else it is unknown, with a warning.
+    """
     if nvml is None:
         return _from_sysfs(pci_devices, "NVML not used (disabled, or pynvml not installed)", failed=False)
     if not fs.is_live and not allow_fake_root:
@@ -64,7 +70,8 @@ def discover_gpus(
     except nvml.NVMLError as error:
         return _from_sysfs(pci_devices, f"nvmlInit failed: {error}", failed=True)
     try:
-        report = _from_nvml(fs, pci_devices, nvml)
+        known_nodes = range(MAX_NUMA_NODES) if numa_nodes is None else numa_nodes
+        report = _from_nvml(pci_devices, nvml, known_nodes)
     except Exception as error:  # a driver or binding surprise must not take the agent's loop down
         report = _from_sysfs(pci_devices, f"NVML query failed: {type(error).__name__}: {error}", failed=True)
     try:
@@ -133,8 +140,9 @@ class _Device:
         self._warnings.append(_warning(f"GPU {self.index}: {message}"))
 
 
-def _from_nvml(fs: HostFS, pci_devices: Sequence[PciDevice], nvml: ModuleType) -> GpuReport:
+def _from_nvml(pci_devices: Sequence[PciDevice], nvml: ModuleType, numa_nodes: Collection[int]) -> GpuReport:
     warnings: list[DiscoveryWarning] = []
+    placements = {device.bus_id: (device.numa_node, device.local_cpus) for device in pci_devices}
     devices: list[tuple[_Device, str | None, str | None]] = []  # device, bus id, why it is lost
     for index in range(int(nvml.nvmlDeviceGetCount())):
         device = _Device(nvml, index, None, warnings)
@@ -165,12 +173,12 @@ def _from_nvml(fs: HostFS, pci_devices: Sequence[PciDevice], nvml: ModuleType) -
             continue
         if reason is None:
             try:
-                gpus.append(_read_gpu(fs, device, bus_id))
+                gpus.append(_read_gpu(device, bus_id, placements.get(bus_id, (None, ())), numa_nodes))
                 alive.append(device)
                 continue
             except _Lost as lost:
                 reason = str(lost)
-        numa_node, cpus = _sysfs_placement(fs, bus_id)
+        numa_node, cpus = placements.get(bus_id, (None, ()))
         gpus.append(
             Gpu(
                 index=device.index,
@@ -186,19 +194,24 @@ def _from_nvml(fs: HostFS, pci_devices: Sequence[PciDevice], nvml: ModuleType) -
     return GpuReport(gpus=tuple(gpus), source=SOURCE, nvml_paths=_common_ancestors(alive), warnings=tuple(warnings))
 
 
-def _read_gpu(fs: HostFS, device: _Device, bus_id: str) -> Gpu:
+def _read_gpu(
+    device: _Device, bus_id: str, sysfs_placement: tuple[int | None, tuple[int, ...]], numa_nodes: Collection[int]
+) -> Gpu:
     nvml = device.nvml
     memory = device.query("nvmlDeviceGetMemoryInfo")
     capability = device.query("nvmlDeviceGetCudaComputeCapability")
     mig = device.query("nvmlDeviceGetMigMode")
     gpu_numa = device.query("nvmlDeviceGetNumaNodeId")
-    numa_node, sysfs_cpus = _sysfs_placement(fs, bus_id)
+    numa_node, sysfs_cpus = sysfs_placement
     if numa_node is None:
         affinity = device.query(
             "nvmlDeviceGetMemoryAffinity", _MASK_WORDS, _constant(nvml, "NVML_AFFINITY_SCOPE_NODE", 0)
         )
         nodes = _mask_bits(affinity) if affinity is not None else ()
         numa_node = nodes[0] if len(nodes) == 1 else None
+        if numa_node is not None and numa_node not in numa_nodes:
+            device.warn(f"NVML's memory affinity names NUMA node {numa_node}, not a node of this host; node unknown")
+            numa_node = None
     cpu_mask = device.query("nvmlDeviceGetCpuAffinity", _MASK_WORDS)
     cpus = _mask_bits(cpu_mask) if cpu_mask is not None else ()
     return Gpu(
@@ -324,20 +337,6 @@ def _common_ancestors(devices: Sequence[_Device]) -> dict[tuple[int, int], PathK
             if level is not None and int(level) in levels:
                 paths[(first.index, second.index)] = levels[int(level)]
     return paths
-
-
-def _sysfs_placement(fs: HostFS, bus_id: str) -> tuple[int | None, tuple[int, ...]]:
-    base = _device_path(bus_id)
-    try:
-        node = fs.read_int(f"{base}/numa_node")
-        numa_node = node if node >= 0 else None
-    except HostFSError:
-        numa_node = None
-    try:
-        cpus = fs.read_cpulist(f"{base}/local_cpulist")
-    except HostFSError:
-        cpus = ()
-    return numa_node, cpus
 
 
 def _unclaimed_sysfs_gpus(pci_devices: Sequence[PciDevice], claimed: set[str]) -> list[str]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent.hostfs import HostFS, HostFSError
+from agent.hostfs import MAX_NUMA_NODES, HostFS, HostFSError
+from kubenexus.topology.cpulist import MAX_CPUS
 from kubenexus.topology.model import DiscoveryWarning, Nic, PciDevice
 
 PCI_BUS = "/sys/bus/pci"
@@ -39,7 +40,7 @@ class PciReport:
     warnings: tuple[DiscoveryWarning, ...] = ()
 
 
-def discover_pci(fs: HostFS) -> PciReport:
+def discover_pci(fs: HostFS, *, cpu_id_limit: int = MAX_CPUS, numa_nodes: Collection[int] | None = None) -> PciReport:
     """Every PCI function and every network function on one, as the host's sysfs shows them.
 
     A host without ``/sys/bus/pci`` (a kernel built without PCI, some VMs and containers) has no PCI
@@ -48,9 +49,12 @@ def discover_pci(fs: HostFS) -> PciReport:
     Absent ``/sys/class/net`` or ``/sys/class/infiniband`` likewise just mean no such devices.
     Values that cannot be read fall back to: 0 for class/vendor/device, None for the NUMA node,
     () for local CPUs, () and None for bridge path and root; each fallback comes with a warning.
+    A NUMA node that is not one of ``numa_nodes`` (the host's cells; when not given, any id the kernel
+    can have) and a local CPU list past ``cpu_id_limit`` are impossible, so they fall back too.
     """
     warnings: list[DiscoveryWarning] = []
-    devices = _read_devices(fs, warnings) if fs.exists(PCI_BUS) else ()
+    known_nodes = range(MAX_NUMA_NODES) if numa_nodes is None else numa_nodes
+    devices = _read_devices(fs, cpu_id_limit, known_nodes, warnings) if fs.exists(PCI_BUS) else ()
     nics = _read_nics(fs, warnings)
     return PciReport(devices=devices, nics=nics, warnings=tuple(warnings))
 
@@ -63,7 +67,9 @@ def bus_id_key(bus_id: str) -> tuple[int, ...]:
     return tuple(int(group, 16) for group in match.groups())
 
 
-def _read_devices(fs: HostFS, warnings: list[DiscoveryWarning]) -> tuple[PciDevice, ...]:
+def _read_devices(
+    fs: HostFS, cpu_id_limit: int, numa_nodes: Collection[int], warnings: list[DiscoveryWarning]
+) -> tuple[PciDevice, ...]:
     try:
         names = fs.listdir(PCI_DEVICES)
     except HostFSError as error:
@@ -76,10 +82,20 @@ def _read_devices(fs: HostFS, warnings: list[DiscoveryWarning]) -> tuple[PciDevi
         else:
             path = f"{PCI_DEVICES}/{name}"
             warnings.append(DiscoveryWarning("pci", f"skipped {name!r}: not a PCI bus id", path))
-    return tuple(_read_device(fs, bus_id, warnings) for bus_id in sorted(bus_ids, key=bus_id_key))
+    return tuple(
+        _read_device(fs, bus_id, cpu_id_limit, numa_nodes, warnings) for bus_id in sorted(bus_ids, key=bus_id_key)
+    )
 
 
-def _read_device(fs: HostFS, bus_id: str, warnings: list[DiscoveryWarning]) -> PciDevice:
+def _read_device(
+    fs: HostFS, bus_id: str, cpu_id_limit: int, numa_nodes: Collection[int], warnings: list[DiscoveryWarning]
+) -> PciDevice:
+    def parse_numa_node(text: str) -> int | None:
+        node = _parse_numa_node(text)
+        if node is not None and node not in numa_nodes:
+            raise ValueError(f"is {node}, not a NUMA node of this host")
+        return node
+
     def read(attribute: str, parse: Callable[[str], _T], fallback: _T) -> _T:
         path = f"{PCI_DEVICES}/{bus_id}/{attribute}"
         try:
@@ -97,8 +113,8 @@ def _read_device(fs: HostFS, bus_id: str, warnings: list[DiscoveryWarning]) -> P
         class_code=read("class", _parse_class, 0),
         vendor_id=read("vendor", _parse_id, 0),
         device_id=read("device", _parse_id, 0),
-        numa_node=read("numa_node", _parse_numa_node, None),
-        local_cpus=_local_cpus(fs, bus_id, warnings),
+        numa_node=read("numa_node", parse_numa_node, None),
+        local_cpus=_local_cpus(fs, bus_id, cpu_id_limit, warnings),
         bridge_path=bridge_path,
         root=root,
     )
@@ -128,14 +144,14 @@ def _parse_numa_node(text: str) -> int | None:
     return None if node == -1 else node
 
 
-def _local_cpus(fs: HostFS, bus_id: str, warnings: list[DiscoveryWarning]) -> tuple[int, ...]:
+def _local_cpus(fs: HostFS, bus_id: str, cpu_id_limit: int, warnings: list[DiscoveryWarning]) -> tuple[int, ...]:
     """``local_cpulist``, else the ``local_cpus`` mask (the only one kernels before 2.6.26 have)."""
     problems: list[tuple[str, str]] = []
     cpus: tuple[int, ...] = ()
     for attribute, reader in (("local_cpulist", fs.read_cpulist), ("local_cpus", fs.read_cpumask)):
         path = f"{PCI_DEVICES}/{bus_id}/{attribute}"
         try:
-            cpus = reader(path)
+            cpus = reader(path, limit=cpu_id_limit)
         except HostFSError as error:
             problems.append((path, f"{attribute} {error.problem}"))
             continue
