@@ -1,8 +1,11 @@
 """A placement replica (cluster feed + engine + gRPC server + leader election + binder) against kmock.
 
 The emulator gets what the shim needs beyond ``tests.kube_emulator``: Pods, Events and Leases, and the
-Binding subresource (kmock does not know it; here it sets ``spec.nodeName`` and announces the change on
-the pod watch, as the API server does). Nodes are published by the agent's own ``Publisher``.
+Binding subresource (kmock does not know it). A Binding is checked as the API server checks it: the
+strict ``v1 Binding`` schema (422), its name against the URL's (400), the pod's existence (404), its
+``metadata.uid`` and ``resourceVersion`` preconditions and a pod already bound (409); then the pod gets
+``spec.nodeName`` at the next resourceVersion and the pod watch hears of it. Nodes are published by the
+agent's own ``Publisher``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp.web
 import kmock
 from kubernetes import client, config
 
@@ -36,7 +38,7 @@ from placement.shim.client import PlacementClient
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
 from placement.state.reservations import Reservations
-from tests.kube_emulator import Emulator
+from tests.kube_emulator import Emulator, merge_patch, refusal
 
 PODS = kmock.resource("", "v1", "pods")
 EVENTS = kmock.resource("", "v1", "events")
@@ -63,17 +65,30 @@ class ShimEmulator(Emulator):
         self.kmock["post", PODS, kmock.subresource("binding")] << self._bind
 
     async def _bind(self, request: kmock.Request) -> dict[str, Any]:
-        node = request.data["target"]["name"]
+        emulator, binding, name = self.kmock, request.data, str(request.name)
+        if not isinstance(binding, dict):
+            raise refusal(400, "BadRequest", "the Binding is not a JSON object")
+        emulator.conform(binding, api_version="v1", kind="Binding")
+        metadata = binding.get("metadata") or {}
+        if metadata.get("name") != name:
+            raise refusal(400, "BadRequest", "name in URL does not match name in Binding object")
         if self.refuse_binding is not None and self.refuse_binding(len(self.bindings)):
-            raise aiohttp.web.HTTPServiceUnavailable()
-        emulator = self.kmock
-        obj = emulator.objects[PODS, request.namespace, str(request.name)]
+            raise refusal(503, "ServiceUnavailable", "the API server is going away")
+        node, key = binding["target"]["name"], (PODS, request.namespace, name)
         async with emulator._lock:
-            obj.patch({"spec": {"nodeName": node}, "status": {"phase": "Pending"}})
-            raw = obj.raw
-        self.bindings.append((str(request.namespace), str(request.name), node))
-        await emulator._buses[PODS].put({"type": "MODIFIED", "object": raw})
-        return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
+            pod = emulator.existing(key)
+            emulator.check_preconditions(pod, metadata, PODS)
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound:
+                raise refusal(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": '
+                    f'pod {name} is already assigned to node "{bound}"',
+                )
+            await emulator.commit(key, merge_patch(pod, {"spec": {"nodeName": node}, "status": {"phase": "Pending"}}))
+        self.bindings.append((str(request.namespace), name, node))
+        return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self.kmock.objects[PODS, namespace, name].raw)

@@ -154,9 +154,10 @@ def test_a_conflict_and_a_server_error_are_retried(
 
     lines = request_lines(api.requests())
     node_path, nrt_path = f"/api/v1/nodes/{NODE}", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
-    # Each failed write is followed by a fresh read: the retry re-plans against what is there now.
-    assert lines[:3] == [f"GET {node_path}", f"PATCH {node_path}", f"GET {node_path}"]
-    assert lines[3:6] == [f"GET {nrt_path}/{NODE}", f"POST {nrt_path}", f"GET {nrt_path}/{NODE}"]
+    # Each failed write is followed by a fresh read: the retry re-plans against what is there now, which the
+    # refused write left unchanged (a real API server stores nothing it answers 409 or 500), and writes again.
+    assert lines[:4] == [f"GET {node_path}", f"PATCH {node_path}", f"GET {node_path}", f"PATCH {node_path}"]
+    assert lines[4:8] == [f"GET {nrt_path}/{NODE}", f"POST {nrt_path}", f"GET {nrt_path}/{NODE}", f"POST {nrt_path}"]
     retries = [line for line in agent_logs(capsys.readouterr().err) if line["message"] == "API call failed, retrying"]
     assert [(line["target"], line["error"]) for line in retries] == [
         ("node", "HTTP 409: retry"),

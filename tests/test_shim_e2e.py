@@ -122,7 +122,7 @@ def test_a_pod_with_an_invalid_policy_gets_an_event_and_stays_pending(cluster: t
         "namespace": "default",
         "name": "bad",
         "uid": "uid-bad",
-        "resourceVersion": "",
+        "resourceVersion": emulator.pod("default", "bad")["metadata"]["resourceVersion"],  # the version it saw
     }
     assert "nodeName" not in emulator.pod("default", "bad")["spec"]
     assert [b[1] for b in emulator.bindings] == ["good"]
@@ -180,6 +180,7 @@ def test_a_reservation_that_cannot_be_read_is_cleared_and_planned_anew(cluster: 
 
 def test_watches_resume_and_relist_after_410(cluster: tuple[ShimEmulator, Path]) -> None:
     emulator, kubeconfig = cluster
+    listed = str(emulator.kmock.resource_version)  # nothing is written from here on: every list answers this
     index = ClusterIndex()
     # The first watch of nodes answers 410 Gone at once: the feed must list again, not back off.
     emulator.kmock["watch", NODES][:1] << {
@@ -206,7 +207,7 @@ def test_watches_resume_and_relist_after_410(cluster: tuple[ShimEmulator, Path])
             what="a resumed watch",
         )
         resumed = [r for r in emulator.requests() if r.url.path == NODES_PATH and r.url.query.get("watch")][-1]
-        assert resumed.url.query.get("resourceVersion") == "1"
+        assert resumed.url.query.get("resourceVersion") == listed
         assert feed.synced
     finally:
         feed.stop()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -233,7 +234,9 @@ class LeaderElector:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         spec: Json = {
             "holderIdentity": self.config.identity,
-            "leaseDurationSeconds": round(self.config.lease_duration_s),
+            # Whole seconds, rounded up: the API server refuses 0, and rounding down would let the others take
+            # the Lease before this leader's renew deadline has passed (two leaders at once).
+            "leaseDurationSeconds": math.ceil(self.config.lease_duration_s),
             "renewTime": stamp,
             "leaseTransitions": transitions,
         }
