@@ -9,6 +9,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from kubenexus.addresses import parse_address
+
 
 class HttpEndpoint:
     """``/metrics``, ``/healthz`` (the process answers) and ``/readyz`` (``ready()``) on a daemon thread."""
@@ -32,14 +34,6 @@ class HttpEndpoint:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``:9400`` (every interface), ``127.0.0.1:9400``, ``[::1]:9400``; port 0 picks a free one."""
-    host, separator, port = address.rpartition(":")
-    if not separator or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"metrics address {address!r} is not HOST:PORT or :PORT")
-    return host.strip("[]"), int(port)
 
 
 def _handler(registry: CollectorRegistry, ready: Callable[[], bool], not_ready: bytes) -> type[BaseHTTPRequestHandler]:

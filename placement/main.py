@@ -25,6 +25,7 @@ from kubenexus.jsonlog import json_logging
 from kubenexus.kube.lease_flags import add_lease_arguments
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology
+from placement.api.access import DEFAULT_WRITER
 from placement.api.metrics import PlacementMetrics
 from placement.api.server import PlacementServer, ServerOptions, TlsFiles
 from placement.demo import build_demo_cluster, run_demo
@@ -33,7 +34,7 @@ from placement.service.gangs import CoordinatedGangs
 from placement.shim.flags import add_binder_arguments, add_extender_arguments
 from placement.sim.cli import add_simulate_command
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator
+from placement.state.gangs import DEFAULT_MAX_MEMBERS, GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement")
@@ -70,6 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--tls-client-ca", type=Path, metavar="PEM", help="require client certificates signed by this CA (mTLS)"
     )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address without client certificates (development only: anyone reaching "
+        "the port may reserve capacity)",
+    )
+    serve.add_argument(
+        "--writer-identity",
+        action="append",
+        metavar="NAME",
+        help="client certificate CN allowed to call Reserve, Unreserve and PlaceGang; repeatable "
+        f"(default: {DEFAULT_WRITER})",
+    )
+    serve.add_argument(
+        "--admin-identity",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="client certificate CN that may also release reservations made by other clients; repeatable",
+    )
     source = serve.add_mutually_exclusive_group()
     source.add_argument(
         "--demo", action="store_true", help="serve an embedded demo cluster and schedule a sample mix on it"
@@ -79,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_lease_arguments(serve, lease_name="kubenexus-placement")
     # One replica run by hand needs no Lease; the Deployment passes --leader-elect.
     serve.set_defaults(leader_elect=False)
+    serve.add_argument(
+        "--max-gang-members",
+        type=int,
+        default=DEFAULT_MAX_MEMBERS,
+        metavar="N",
+        help="refuse a pod group of more members (default: %(default)s, planned in ~0.1 s over 1,000 nodes)",
+    )
     serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     add_extender_arguments(commands.add_parser("extender", help="kube-scheduler HTTP extender (a client of serve)"))
@@ -128,7 +156,17 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    options = ServerOptions(listen=args.listen, tls=_tls(args), grace_s=args.grace)
+    try:
+        options = ServerOptions(
+            listen=args.listen,
+            tls=_tls(args),
+            insecure=args.insecure,
+            writers=frozenset(args.writer_identity or (DEFAULT_WRITER,)),
+            admins=frozenset(args.admin_identity),
+            grace_s=args.grace,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     stop_event = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -214,12 +252,16 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
     from placement.core.annotations import FIELD_MANAGER, LEADER_LABEL  # noqa: PLC0415
 
     try:
+        gang_config = GangConfig(max_members=args.max_gang_members)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
         api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
     except ApiUnavailable as error:
         raise StartError(str(error)) from None
     index = ClusterIndex()
     reservations = Reservations(index)
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations))
+    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config))
     feed = ClusterFeed(
         api,
         index,

@@ -129,29 +129,6 @@ def test_get_node_topology_from_grpcurl(running: RunningServer) -> None:
     assert "Code: NotFound" in missing.stderr
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
-    folder = tmp_path_factory.mktemp("tls")
-    try:
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
-                 "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt"))  # fmt: skip
-        for name, extension in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
-            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                     "-keyout", str(folder / f"{name}.key"), "-out", str(folder / f"{name}.csr"))  # fmt: skip
-            (folder / f"{name}.ext").write_text(extension + "\n")
-            _openssl("x509", "-req", "-in", str(folder / f"{name}.csr"), "-CA", str(folder / "ca.crt"),
-                     "-CAkey", str(folder / "ca.key"), "-CAcreateserial", "-days", "1",
-                     "-extfile", str(folder / f"{name}.ext"), "-out", str(folder / f"{name}.crt"))  # fmt: skip
-    except (OSError, subprocess.CalledProcessError) as error:
-        pytest.skip(f"openssl cannot make test certificates: {error}")
-    return folder
-
-
 def test_mutual_tls(certificates: Path) -> None:
     tls = TlsFiles(cert=certificates / "server.crt", key=certificates / "server.key", client_ca=certificates / "ca.crt")
     server = RunningServer(_engine(), ServerOptions(listen="127.0.0.1:0", tls=tls, grace_s=0.5))

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from agent.serving import Health
-from kubenexus.http_endpoint import parse_address
+from kubenexus.addresses import parse_address
 from kubenexus.jsonlog import json_logging
 
 

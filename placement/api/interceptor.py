@@ -1,10 +1,14 @@
-"""The one interceptor of the placement service: errors become status codes here, and every call is timed.
+"""The one interceptor of the placement service: callers are authorized, errors become status codes here,
+and every call is timed.
+
+Authorization (``access.AccessPolicy``) runs before the request's bytes are parsed: a caller that may not
+call a method learns nothing from it and costs nothing but the check.
 
 The engine's ``PlacementError`` subclasses map to INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION,
-UNIMPLEMENTED and UNAVAILABLE (a follower asked to reserve: clients retry, and reach the leader) with their
-own message; a request whose bytes are not the method's message is INVALID_ARGUMENT (gRPC's default would
-be an opaque INTERNAL); anything else is a bug: INTERNAL with a generic message, traceback in the log. A
-call whose deadline already passed is not started.
+UNIMPLEMENTED, UNAVAILABLE (a follower asked to reserve: clients retry, and reach the leader),
+UNAUTHENTICATED and PERMISSION_DENIED, with their own message; a request whose bytes are not the method's
+message is INVALID_ARGUMENT (gRPC's default would be an opaque INTERNAL); anything else is a bug: INTERNAL
+with a generic message, traceback in the log. A call whose deadline already passed is not started.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from placement.api.access import AccessPolicy, caller_of
 from placement.api.metrics import PlacementMetrics
 from placement.api.v1 import placement_pb2 as pb
 from placement.service.errors import (
@@ -26,7 +31,9 @@ from placement.service.errors import (
     InvalidRequest,
     NodeNotFound,
     NotLeader,
+    PermissionDenied,
     PlacementError,
+    Unauthenticated,
 )
 
 log = logging.getLogger("kubenexus.placement.server")
@@ -38,14 +45,21 @@ _STATUS_OF: dict[type[PlacementError], grpc.StatusCode] = {
     CacheNotSynced: grpc.StatusCode.FAILED_PRECONDITION,
     GangsUnavailable: grpc.StatusCode.UNIMPLEMENTED,
     NotLeader: grpc.StatusCode.UNAVAILABLE,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
 }
+# Logged at INFO; the rest (not synced, not the leader) are expected while a replica starts or follows.
+_CALLER_FAULTS = frozenset(
+    {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
+)
 
 
 class StatusInterceptor(grpc.aio.ServerInterceptor):
     """Maps errors to status codes and times every placement call; other services pass through."""
 
-    def __init__(self, metrics: PlacementMetrics) -> None:
+    def __init__(self, metrics: PlacementMetrics, access: AccessPolicy) -> None:
         self._metrics = metrics
+        self._access = access
         # The wrapped handler of each placement method, built on its first call: the servicer's handlers
         # never change, and building one per call costs more than some calls' work.
         self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -72,6 +86,7 @@ class StatusInterceptor(grpc.aio.ServerInterceptor):
         inner: Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]] = handler.unary_unary  # type: ignore[assignment]
         input_name = pb.DESCRIPTOR.services_by_name["Placement"].methods_by_name[method].input_type.full_name
         metrics = self._metrics
+        access = self._access
 
         async def behaviour(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             started = time.perf_counter()
@@ -81,6 +96,7 @@ class StatusInterceptor(grpc.aio.ServerInterceptor):
                 if remaining is not None and remaining <= 0:
                     code = grpc.StatusCode.DEADLINE_EXCEEDED
                     await context.abort(code, "the deadline passed before the call started")
+                access.check(method, caller_of(context))  # before a byte of the request is parsed
                 try:
                     request = deserialize(raw)
                 except DecodeError as error:
@@ -93,6 +109,12 @@ class StatusInterceptor(grpc.aio.ServerInterceptor):
                 raise
             except PlacementError as error:
                 code = _STATUS_OF.get(type(error), grpc.StatusCode.INVALID_ARGUMENT)
+                # One line, no traceback: the caller's mistake (or a refusal) is not the service's bug.
+                log.log(
+                    logging.INFO if code in _CALLER_FAULTS else logging.DEBUG,
+                    "refused a call",
+                    extra={"method": method, "code": code.name, "error": str(error)},
+                )
                 await context.abort(code, str(error))
             except asyncio.CancelledError:
                 code = grpc.StatusCode.CANCELLED

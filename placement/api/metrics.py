@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
+from placement.service.gangs import GangCounts
 from placement.service.results import Rejections
 
 # Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.
@@ -54,6 +55,7 @@ class PlacementMetrics:
             registry=self.registry,
         ).set_function(lambda: float(len(engine.index)))
         self.registry.register(_VerdictCollector(engine))
+        self.registry.register(_GangCollector(engine))
 
     def count_rejections(self, rejected: Iterable[Rejections]) -> None:
         # One increment per kind, not per node: a Filter over 1,000 nodes stays cheap.
@@ -82,3 +84,26 @@ class _VerdictCollector(Collector):
         family.add_metric(["kept"], float(verdicts.kept))
         family.add_metric(["judged"], float(verdicts.judged))
         yield family
+
+
+class _GangCollector(Collector):
+    """Gang events read at scrape time from the coordinator's counts: permit timeouts (reserved members
+    released for not binding in time) and members dropped because the pod watch never showed them."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        gangs = self._engine.gangs
+        counts = gangs.counts() if gangs is not None else GangCounts(permit_timeouts=0, members_dropped=0)
+        yield CounterMetricFamily(
+            "kubenexus_placement_gang_permit_timeouts",
+            "Pod groups whose reserved members were all released because they did not bind within the permit timeout.",
+            value=float(counts.permit_timeouts),
+        )
+        yield CounterMetricFamily(
+            "kubenexus_placement_gang_members_dropped",
+            "Pod-group members named by PlaceGang requests and dropped because the pod watch never showed "
+            "the pod within the permit timeout.",
+            value=float(counts.members_dropped),
+        )

@@ -24,6 +24,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from kubenexus.addresses import is_loopback
+from placement.api.access import DEFAULT_WRITER, AccessPolicy
 from placement.api.interceptor import SERVICE_NAME, StatusInterceptor
 from placement.api.metrics import PlacementMetrics
 from placement.api.servicer import PlacementServicer
@@ -47,14 +49,35 @@ class TlsFiles:
 
 @dataclass(frozen=True)
 class ServerOptions:
+    """``ValueError`` on construction for an address other machines can reach without client certificates,
+    unless ``insecure`` says so: plaintext is for the loopback demo and development only."""
+
     listen: str = "127.0.0.1:50051"
     tls: TlsFiles | None = None
+    insecure: bool = False
+    writers: frozenset[str] = frozenset({DEFAULT_WRITER})  # client identities that may reserve
+    admins: frozenset[str] = frozenset()  # may also release another identity's reservations
     # 10,000 candidate names are ~200 KB; 16 MiB leaves room for the largest sane pod group.
     max_receive_bytes: int = 16 * MIB
     max_send_bytes: int = 64 * MIB
     workers: int = 4
     grace_s: float = 5.0
     health_interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.mutual_tls and not self.insecure and not is_loopback(self.listen):
+            raise ValueError(
+                f"refusing to serve {self.listen} without client authentication: give --tls-cert, --tls-key and "
+                "--tls-client-ca (mutual TLS), listen on a loopback address, or say --insecure"
+            )
+
+    @property
+    def mutual_tls(self) -> bool:
+        return self.tls is not None and self.tls.client_ca is not None
+
+    @property
+    def access(self) -> AccessPolicy:
+        return AccessPolicy(authenticate=self.mutual_tls, writers=self.writers, admins=self.admins)
 
 
 def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
@@ -78,14 +101,14 @@ class PlacementServer:
         self._pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="placement")
         self._health = health.aio.HealthServicer()
         self._server = grpc.aio.server(
-            interceptors=[StatusInterceptor(self.metrics)],
+            interceptors=[StatusInterceptor(self.metrics, options.access)],
             options=[
                 ("grpc.max_receive_message_length", options.max_receive_bytes),
                 ("grpc.max_send_message_length", options.max_send_bytes),
             ],
         )
         placement_pb2_grpc.add_PlacementServicer_to_server(
-            PlacementServicer(engine, self.metrics, self._in_pool), self._server
+            PlacementServicer(engine, self.metrics, self._in_pool, options.access), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(

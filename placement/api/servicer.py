@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from placement.api import codec
+from placement.api.access import AccessPolicy, caller_of
 from placement.api.metrics import PlacementMetrics
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
@@ -29,10 +30,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         engine: PlacementEngine,
         metrics: PlacementMetrics,
         run: Callable[[Callable[[], _T]], Awaitable[_T]],
+        access: AccessPolicy,
     ) -> None:
         self._engine = engine
         self._metrics = metrics
         self._run: Callable[[Callable[[], Any]], Awaitable[Any]] = run
+        self._access = access
 
     async def Filter(self, request: pb.FilterRequest, context: Context) -> pb.FilterResponse:
         outcome = self._engine.filter(codec.decode_pod(request), request.node_names)
@@ -43,16 +46,26 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return codec.score_response(self._engine.score(codec.decode_pod(request), request.node_names))
 
     async def Reserve(self, request: pb.ReserveRequest, context: Context) -> pb.ReserveResponse:
-        outcome = await self._run(lambda: self._engine.reserve(codec.decode_pod(request), request.node_names))
+        caller = caller_of(context)
+        outcome = await self._run(
+            lambda: self._engine.reserve(codec.decode_pod(request), request.node_names, caller=caller)
+        )
         self._metrics.count_rejections(outcome.rejected)
         return codec.reserve_response(outcome)
 
     async def Unreserve(self, request: pb.UnreserveRequest, context: Context) -> pb.UnreserveResponse:
-        released = await self._run(lambda: self._engine.unreserve(request.pod.namespace, request.pod.name))
+        caller = caller_of(context)
+        override = self._access.may_override(caller)
+        released = await self._run(
+            lambda: self._engine.unreserve(request.pod.namespace, request.pod.name, caller=caller, override=override)
+        )
         return pb.UnreserveResponse(released=released)
 
     async def PlaceGang(self, request: pb.PlaceGangRequest, context: Context) -> pb.PlaceGangResponse:
-        outcome = await self._run(lambda: self._engine.place_gang(codec.decode_gang(request), request.node_names))
+        caller = caller_of(context)
+        outcome = await self._run(
+            lambda: self._engine.place_gang(codec.decode_gang(request), request.node_names, caller=caller)
+        )
         return codec.gang_response(outcome)
 
     async def PermitStatus(self, request: pb.PermitStatusRequest, context: Context) -> pb.PermitStatusResponse:

@@ -15,6 +15,7 @@ gangs and Explain judge every candidate they are given.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -28,7 +29,14 @@ from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod, PodParseError, PodSpec, validate_pod
 from placement.core.scoring import combine
 from placement.core.vocabulary import IntArray, Rejected, RejectionKind, demand_of
-from placement.service.errors import CacheNotSynced, GangsUnavailable, InvalidRequest, NodeNotFound, NotLeader
+from placement.service.errors import (
+    CacheNotSynced,
+    GangsUnavailable,
+    InvalidRequest,
+    NodeNotFound,
+    NotLeader,
+    PermissionDenied,
+)
 from placement.service.gangs import CoordinatedGangs, GangPort
 from placement.service.results import (
     Explanation,
@@ -56,6 +64,31 @@ _HELD = Rejected("held for a waiting pod group (starvation prevention)", Rejecti
 MAX_NODE_NAMES = 100_000  # a request naming more candidates than any cluster has is a client bug
 
 
+class Owners:
+    """Which client identity made each reservation; the oldest are forgotten past ``limit`` entries.
+
+    A forgotten reservation has long been bound or expired (single pods hold a reservation 30 s, gangs
+    until they bind), so forgetting bounds the memory an endless stream of reservations could take.
+    Call under the index lock.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._owner: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def record(self, key: tuple[str, str], caller: str) -> None:
+        self._owner[key] = caller
+        self._owner.move_to_end(key)
+        while len(self._owner) > self._limit:
+            self._owner.popitem(last=False)
+
+    def owner_of(self, key: tuple[str, str]) -> str | None:
+        return self._owner.get(key)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._owner.pop(key, None)
+
+
 class Leadership(Protocol):
     """Leader election as the engine consults it (``kubenexus.kube.leader.LeaderElector``)."""
 
@@ -79,6 +112,7 @@ class PlacementEngine:
     leadership: Leadership | None = None  # None: a single replica, always the leader
     clock: Callable[[], float] = time.monotonic  # the reservations' clock: turns their expiry into a TTL
     _last_synced: float | None = field(default=None, init=False, repr=False)
+    _owners: Owners = field(default_factory=Owners, init=False, repr=False)
     verdicts: DecisionCache = field(init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
 
@@ -134,7 +168,8 @@ class PlacementEngine:
             rejected=ordered([*unknown, *_rejections(known, filtered)]),
         )
 
-    def reserve(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ReserveOutcome:
+    def reserve(self, spec: PodSpec, nodes: Sequence[str] = (), *, caller: str = "") -> ReserveOutcome:
+        """``caller`` (the client's identity) owns the reservation: only it may release it (``unreserve``)."""
         pending = self._admit_request(spec)
         self._require_leader()
         names = self._candidates(nodes)
@@ -147,19 +182,31 @@ class PlacementEngine:
                 rejected += [_rejection(node, _HELD) for node in known if node not in open_nodes]
                 known = [node for node in known if node in open_nodes]
             decision = self.reservations.decide(pending, known)
+            if decision.node is not None:
+                self._owners.record(pending.key, caller)
         rejected += [_rejection(node, why) for node, why in decision.rejections().items()]
         return ReserveOutcome(placement=self._placement(decision), rejected=group_rejections(rejected))
 
-    def unreserve(self, namespace: str, name: str) -> bool:
+    def unreserve(self, namespace: str, name: str, *, caller: str = "", override: bool = False) -> bool:
+        """Release a pod's reservation; only its owner may, unless ``override`` (an admin identity).
+
+        A reservation whose owner is not known here (made before a restart, restored from the pod's
+        annotations; or forgotten by ``Owners``) may be released by any caller the API lets write.
+        """
         if not name:
             raise InvalidRequest("pod name is required")
         self._require_synced()
         self._require_leader()
-        namespace = namespace or "default"
-        # A gang member's reservation goes with its whole group (all or nothing).
-        if self.gangs is not None and self.gangs.unreserve(namespace, name):
-            return True
-        return self.reservations.unreserve(namespace, name)
+        key = (namespace or "default", name)
+        with self.index.lock:
+            owner = self._owners.owner_of(key)
+            if owner is not None and owner != caller and not override:
+                raise PermissionDenied(f"the reservation of pod {key[0]}/{name} was made by another client")
+            # A gang member's reservation goes with its whole group (all or nothing).
+            released = (self.gangs is not None and self.gangs.unreserve(*key)) or self.reservations.unreserve(*key)
+            if released:
+                self._owners.forget(key)
+            return released
 
     def explain(self, spec: PodSpec, node: str) -> Explanation:
         pending = self._admit_request(spec)
@@ -196,7 +243,8 @@ class PlacementEngine:
 
     # --- gangs ---------------------------------------------------------------------------------------
 
-    def place_gang(self, group: GangSpec, nodes: Sequence[str] = ()) -> GangOutcome:
+    def place_gang(self, group: GangSpec, nodes: Sequence[str] = (), *, caller: str = "") -> GangOutcome:
+        """``caller`` owns the members' reservations, whenever the group is reserved (``unreserve``)."""
         gangs = self._gangs()
         if not group.name:
             raise InvalidRequest("pod group name is required")
@@ -210,7 +258,12 @@ class PlacementEngine:
         members = [_validated(member) for member in group.members]
         self._require_synced()
         self._require_leader()
-        return gangs.place(group, members, self._candidates(nodes) or None)
+        # No candidates named: every node, now and later (the group keeps them for its retries).
+        outcome = gangs.place(group, members, self._candidates(nodes) if nodes else None)
+        with self.index.lock:
+            for member in members:  # registered: a refused request raised above and recorded nothing
+                self._owners.record(member.key, caller)
+        return outcome
 
     def permit_status(self, namespace: str, name: str) -> PermitOutcome:
         gangs = self._gangs()

@@ -37,3 +37,11 @@ class NotLeader(PlacementError):
         who = f"the leader is {leader!r}" if leader else "no leader is elected yet"
         super().__init__(f"this replica is not the leader; {who}: retry the decision there")
         self.leader = leader
+
+
+class Unauthenticated(PlacementError):
+    """The caller presented no identity where one is required (UNAUTHENTICATED)."""
+
+
+class PermissionDenied(PlacementError):
+    """The caller's identity may not make this call, or not on this pod (PERMISSION_DENIED)."""

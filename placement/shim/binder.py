@@ -118,6 +118,10 @@ class Binder:
                 self._pods[key] = obj
         self._wake.set()
 
+    def healthy(self) -> bool:
+        """The pod watch has listed and is connected (readiness: a binder blind to pods must not lead)."""
+        return self._reflector.healthy
+
     def _ours(self, obj: Json) -> bool:
         # The field selector already filters on a real API server; this keeps the rule in one place.
         return (obj.get("spec") or {}).get("schedulerName") == self._scheduler_name

@@ -14,8 +14,13 @@ import logging
 import signal
 import ssl
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, ProcessCollector
+
+from kubenexus.addresses import is_loopback, parse_address
+from kubenexus.http_endpoint import HttpEndpoint
 from kubenexus.kube.client import KubeClient, connect
 from kubenexus.kube.errors import ApiUnavailable
 from kubenexus.kube.leader import LeaderElector, LeaseConfig
@@ -29,23 +34,31 @@ log = logging.getLogger("kubenexus.placement.shim")
 
 def run_extender(args: argparse.Namespace) -> int:
     try:
+        host, port = parse_address(args.listen)
+        tls = _server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
+        if (tls is None or args.tls_client_ca is None) and not args.insecure and not is_loopback(args.listen):
+            raise ValueError(
+                f"refusing to serve {args.listen} without client authentication: give --tls-cert, --tls-key "
+                "and --tls-client-ca, listen on a loopback address, or say --insecure"
+            )
         api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
-        host, port = _address(args.listen)
-        tls = _server_tls(args.tls_cert, args.tls_key)
         service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
-    except (ApiUnavailable, ValueError, OSError) as error:
+    except (ApiUnavailable, ValueError, OSError, ssl.SSLError) as error:
         log.error("cannot start the extender", extra={"error": str(error)})
         return 2
-    extender = Extender(api, service, gang_timeout_s=args.gang_timeout)
+    extender = Extender(api, service, gang_timeout_s=args.gang_timeout, scheduler_name=args.scheduler_name)
     try:
         server = serve(extender, (host, port), prefix=args.url_prefix.rstrip("/"), tls=tls)
-    except OSError as error:
+        endpoint = _endpoint(args.metrics_address, ready=lambda: True, not_ready="")
+    except (OSError, ValueError) as error:
         log.error("cannot listen", extra={"address": args.listen, "error": str(error)})
         return 2
     log.info("extender listening", extra={"address": args.listen, "port": server.server_address[1]})
     _wait_for_signal()
     server.shutdown()
     server.server_close()
+    if endpoint is not None:
+        endpoint.close()
     service.close()
     return 0
 
@@ -66,6 +79,11 @@ def run_binder(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         interval_s=args.interval,
     )
+    try:
+        endpoint = _endpoint(args.metrics_address, ready=binder.healthy, not_ready="the pod watch is not synced")
+    except (OSError, ValueError) as error:
+        log.error("cannot serve metrics", extra={"address": args.metrics_address, "error": str(error)})
+        return 2
     binder.start()
     if elector is not None:
         elector.start()
@@ -74,8 +92,19 @@ def run_binder(args: argparse.Namespace) -> int:
     if elector is not None:
         elector.stop()  # hand the Lease over first: the next binder starts while this one drains
     binder.stop()
+    if endpoint is not None:
+        endpoint.close()
     service.close()
     return 0
+
+
+def _endpoint(address: str, *, ready: Callable[[], bool], not_ready: str) -> HttpEndpoint | None:
+    """/metrics (the process's own figures), /healthz and /readyz for the kubelet's probes; None when off."""
+    if not address:
+        return None
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    return HttpEndpoint(address, registry, ready=ready, not_ready=not_ready).start()
 
 
 def _elector(args: argparse.Namespace, api: KubeClient) -> LeaderElector | None:
@@ -93,21 +122,19 @@ def _client_tls(args: argparse.Namespace) -> TlsFiles | None:
     return TlsFiles(ca=args.service_ca, cert=args.service_cert, key=args.service_key)
 
 
-def _server_tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ssl.SSLContext | None:
     if cert is None and key is None:
+        if client_ca is not None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
         return None
     if cert is None or key is None:
         raise ValueError("--tls-cert and --tls-key go together")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED  # kube-scheduler presents its tlsConfig client certificate
+        context.load_verify_locations(cafile=client_ca)
     return context
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not port.isdigit():
-        raise ValueError(f"--listen wants HOST:PORT, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def _wait_for_signal() -> None:

@@ -45,7 +45,7 @@ from placement.core.annotations import (
     format_ids,
 )
 from placement.shim.client import PlacementClient, ServiceError
-from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S
+from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S, SCHEDULER_NAME
 
 log = logging.getLogger("kubenexus.placement.extender")
 
@@ -78,11 +78,17 @@ class Extender:
     """The three verbs as plain methods (decoded JSON in, JSON out); ``serve`` puts them on HTTP."""
 
     def __init__(
-        self, api: KubeClient, service: PlacementClient, *, gang_timeout_s: float = DEFAULT_GANG_TIMEOUT_S
+        self,
+        api: KubeClient,
+        service: PlacementClient,
+        *,
+        gang_timeout_s: float = DEFAULT_GANG_TIMEOUT_S,
+        scheduler_name: str = SCHEDULER_NAME,
     ) -> None:
         self._api = api
         self._service = service
         self._gang_timeout_s = gang_timeout_s
+        self._scheduler_name = scheduler_name
         self._groups: dict[tuple[str, str], _Group] = {}
         self._groups_lock = threading.Lock()
 
@@ -129,6 +135,11 @@ class Extender:
         uid = str(args.get("PodUID") or "")
         if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
             return {"Error": f"pod {namespace}/{name} was replaced (uid {uid} is gone)"}
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        if scheduler != self._scheduler_name:
+            return {"Error": f"pod {namespace}/{name} belongs to scheduler {scheduler!r}, not {self._scheduler_name!r}"}
+        if (pod.get("spec") or {}).get("nodeName"):
+            return {"Error": f"pod {namespace}/{name} is already bound"}
         try:
             answer = self._service.reserve(pod, [node])
         except ServiceError as error:

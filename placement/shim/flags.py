@@ -41,11 +41,24 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--context", help="kubeconfig context")
     add_service_client_arguments(parser)
-    parser.add_argument("--listen", default="0.0.0.0:8888", help="HOST:PORT of the HTTP extender")
+    parser.add_argument("--listen", default="127.0.0.1:8888", help="HOST:PORT of the extender (default: %(default)s)")
     parser.add_argument("--url-prefix", default="", help="path prefix of the verbs (urlPrefix's path)")
-    parser.add_argument("--tls-cert", type=Path, help="serve HTTPS with this certificate")
-    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate")
+    parser.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's key")
+    parser.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        metavar="PEM",
+        help="require kube-scheduler's client certificate, signed by this CA (the extender's tlsConfig)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address without client certificates (development only)",
+    )
+    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME, help="bind only pods of this scheduler")
     parser.add_argument("--gang-timeout", type=float, default=DEFAULT_GANG_TIMEOUT_S, metavar="S")
+    add_metrics_argument(parser)
 
 
 def add_binder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,3 +66,13 @@ def add_binder_arguments(parser: argparse.ArgumentParser) -> None:
     add_service_client_arguments(parser)
     parser.add_argument("--scheduler-name", default=SCHEDULER_NAME)
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between passes")
+    add_metrics_argument(parser)
+
+
+def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-address",
+        default="",
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz and /readyz over plain HTTP on HOST:PORT (default: off)",
+    )

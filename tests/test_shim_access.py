@@ -1,0 +1,148 @@
+"""The scheduler shims as deployed: the extender over HTTPS that demands kube-scheduler's client
+certificate and binds only its own scheduler's pending pods; the binder's probes. Each runs as a user
+runs it (`kubenexus-placement extender|binder`), against the emulated API and a real placement service."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubenexus.kube.client import connect
+from placement.core.annotations import FIELD_MANAGER
+from tests.conftest import wait_until
+from tests.machines.node_topologies import nvswitch_node
+from tests.shim_cluster import Replica, ShimEmulator, pod_object, publish_nodes, replica
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[ShimEmulator, Path, Replica]]:
+    with ShimEmulator() as emulator:
+        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
+        publish_nodes(emulator, kubeconfig, {"h100-a": nvswitch_node()})
+        service = replica(emulator, kubeconfig, "placement-0").start(binder=False)
+        try:
+            wait_until(lambda: service.feed.synced and service.elector.is_leader(), what="a synced leader")
+            yield emulator, kubeconfig, service
+        finally:
+            service.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "placement.main", *args]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _stop(process: subprocess.Popen[str]) -> str:
+    process.terminate()
+    _, errors = process.communicate(timeout=30)
+    return errors
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _post(url: str, body: dict[str, Any], context: ssl.SSLContext) -> Any:
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        return json.loads(response.read())
+
+
+def test_the_extender_demands_a_client_certificate_and_binds_only_its_own_pending_pods(
+    cluster: tuple[ShimEmulator, Path, Replica], certificates: Path
+) -> None:
+    emulator, kubeconfig, service = cluster
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
+    try:
+        foreign = pod_object("foreign", gpus=1)
+        foreign["spec"]["schedulerName"] = "default-scheduler"
+        bound = pod_object("bound", gpus=1)
+        bound["spec"]["nodeName"] = "h100-a"
+        for pod in (foreign, bound, pod_object("ours", gpus=1)):
+            api.create("/api/v1/namespaces/default/pods", pod)
+    finally:
+        api.close()
+    port, health = _free_port(), _free_port()
+    extender = _start(
+        "extender", "--kubeconfig", str(kubeconfig), "--service", f"127.0.0.1:{service.port}",
+        "--listen", f"127.0.0.1:{port}", "--tls-cert", str(certificates / "server.crt"),
+        "--tls-key", str(certificates / "server.key"), "--tls-client-ca", str(certificates / "ca.crt"),
+        "--metrics-address", f"127.0.0.1:{health}",
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _get(f"http://127.0.0.1:{health}/readyz")[0] == 200, what="the extender's probe")
+        base = f"https://127.0.0.1:{port}"
+        anonymous = ssl.create_default_context(cafile=certificates / "ca.crt")
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            _post(f"{base}/filter", {"Pod": pod_object("ours"), "NodeNames": ["h100-a"]}, anonymous)
+        scheduler = ssl.create_default_context(cafile=certificates / "ca.crt")
+        scheduler.load_cert_chain(certificates / "client.crt", certificates / "client.key")
+
+        def bind(name: str) -> Any:
+            return _post(f"{base}/bind", {"PodName": name, "PodNamespace": "default", "Node": "h100-a"}, scheduler)
+
+        assert "belongs to scheduler 'default-scheduler'" in bind("foreign")["Error"]
+        assert "already bound" in bind("bound")["Error"]
+        assert bind("ours") == {"Error": ""}
+        assert emulator.bindings == [("default", "ours", "h100-a")]
+    finally:
+        errors = _stop(extender)
+    assert "Traceback" not in errors
+
+
+def test_the_extender_refuses_an_open_address_without_client_certificates(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "placement.main", "extender", "--listen", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert line["message"] == "cannot start the extender"
+    assert "without client authentication" in line["error"]
+
+
+def test_the_binder_serves_its_probes(cluster: tuple[ShimEmulator, Path, Replica]) -> None:
+    _, kubeconfig, service = cluster
+    health = _free_port()
+    binder = _start(
+        "binder", "--kubeconfig", str(kubeconfig), "--service", f"127.0.0.1:{service.port}", "--no-leader-elect",
+        "--metrics-address", f"127.0.0.1:{health}",
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _get(f"http://127.0.0.1:{health}/readyz")[0] == 200, what="the binder's watch")
+        assert _get(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")
+        status, metrics = _get(f"http://127.0.0.1:{health}/metrics")
+        assert status == 200
+        assert "process_cpu_seconds_total" in metrics
+    finally:
+        errors = _stop(binder)
+    assert "Traceback" not in errors
