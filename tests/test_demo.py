@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +29,9 @@ from placement.demo import (
     schedule_sample_mix,
 )
 from placement.service.engine import PlacementEngine
+from placement.service.gangs import CoordinatedGangs
 from placement.service.results import GangState
+from placement.state.gangs import DEFAULT_PERMIT_TIMEOUT_S, GangPhase
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_sysfs import build_two_socket_host
 from tools.build_demo_machines import MACHINES_DIR, machine_documents, main
@@ -268,6 +271,25 @@ def test_gang_that_cannot_fully_fit_holds_nothing() -> None:
     assert "can never fit" in result.gang.reason
     assert engine.reservations.pending() == {}
     assert {name: engine.node_topology(name).pods for name in engine.index.node_names()} == before
+
+
+def test_demo_placements_stay_past_the_permit_timeout() -> None:
+    """The demo binds its gangs itself: the coordinator sees every member bound, so no permit timeout fires
+    and nothing is placed again, however long the demo service runs (docs/api.md's examples rely on it)."""
+    engine = build_demo_cluster()
+    schedule_sample_mix(engine)
+    gangs = engine.gangs
+    assert isinstance(gangs, CoordinatedGangs)
+    before = {name: engine.node_topology(name).pods for name in engine.index.node_names()}
+    later = time.monotonic() + 10 * DEFAULT_PERMIT_TIMEOUT_S
+    gangs.coordinator.tick(now=later)
+    assert {name: engine.node_topology(name).pods for name in engine.index.node_names()} == before
+    assert {s.group: s.phase for s in gangs.coordinator.statuses()} == {
+        "demo/llm-train": GangPhase.BOUND,
+        "demo/spark-etl": GangPhase.BOUND,
+    }
+    assert gangs.coordinator.permit_timeouts == 0
+    assert engine.reservations.pending() == {}
 
 
 def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:

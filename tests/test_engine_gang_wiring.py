@@ -11,6 +11,7 @@ from kubenexus.topology.model import NodeTopology
 from placement.cluster.feed import ClusterFeed
 from placement.core.pods import ContainerSpec, PendingPod, PodSpec
 from placement.service.engine import PlacementEngine
+from placement.service.gangs import GangCounts
 from placement.service.results import GangOutcome, GangSpec, PermitOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
@@ -41,6 +42,9 @@ class HoldingGangs:
 
     def tick(self) -> None:
         self.ticks += 1
+
+    def counts(self) -> GangCounts:
+        return GangCounts(permit_timeouts=0, members_dropped=0)
 
 
 @dataclass

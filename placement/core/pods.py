@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import numpy as np
+
 from placement.core.annotations import (
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
@@ -34,6 +36,14 @@ from placement.core.vocabulary import PodDemand, demand_of
 
 MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
 MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
+# ``pod_json`` bounds, checked before parsing. No Kubernetes object exceeds 1.5 MiB (etcd's default request
+# limit), and a Pod is shallow: its deepest paths (managedFields' fieldsV1, affinity terms, projected
+# volumes) are under 20 levels. A document past either bound is refused, never parsed: json.loads recurses
+# once per level and fails on a deep enough document with RecursionError.
+MAX_POD_JSON_CHARS = 1536 * 1024
+MAX_POD_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal, escapes included
+_OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
 _CPU_MEMORY = ("cpu", "memory")
 _QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
 _SUFFIX = {
@@ -97,12 +107,27 @@ class PendingPod:
 
 
 def pod_spec_from_json(text: str) -> PodSpec:
-    """A Kubernetes Pod object as JSON (``kubectl get pod -o json``)."""
+    """A Kubernetes Pod object as JSON (``kubectl get pod -o json``), within the bounds above."""
+    if len(text) > MAX_POD_JSON_CHARS:
+        raise PodParseError(f"pod_json is {len(text)} characters, more than the {MAX_POD_JSON_CHARS} accepted")
+    depth = json_depth(text)
+    if depth > MAX_POD_JSON_DEPTH:
+        raise PodParseError(
+            f"pod_json nests {depth} levels deep, more than the {MAX_POD_JSON_DEPTH} a Kubernetes Pod needs"
+        )
     try:
         document = json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise PodParseError(f"pod_json is not valid JSON: {error}") from None
     return pod_spec_from_object(document)
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in a JSON text (brackets inside strings do not count)."""
+    structure = _JSON_STRING.sub("", text).encode("utf-8", "replace")
+    codes = np.frombuffer(structure, dtype=np.uint8)
+    steps = np.isin(codes, _OPENERS).astype(np.int64) - np.isin(codes, _CLOSERS)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 def pod_spec_from_object(document: Any) -> PodSpec:

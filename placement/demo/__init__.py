@@ -28,6 +28,7 @@ from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import GPU_RESOURCE, demand_of
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest, PlacementError
+from placement.service.gangs import CoordinatedGangs
 from placement.service.results import GangOutcome, GangSpec, GangState, Placement, Rejections
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement
@@ -217,8 +218,9 @@ def sample_mix() -> tuple[Workload, ...]:
 def schedule_sample_mix(engine: PlacementEngine, workloads: Iterable[Workload] | None = None) -> list[Result]:
     """Decide every workload in order through ``engine``, then bind what was placed, as the binder would.
 
-    Binding (``observe_pod``) stops the reservations' TTL and the gangs' permit timeout, so the demo's
-    pods stay on their nodes for whoever explores the running service with grpcurl.
+    Binding stops the reservations' TTL and, told to the gang coordinator for every member of a placed
+    gang (``observe_bound``, as the pod watch tells it in a cluster), the gang's permit timeout: the demo's
+    pods stay on their nodes for whoever explores the running service with grpcurl, however long after.
     """
     # The engine's gang port when the service has one; else the coordinator itself over the same index.
     coordinator = None if engine.gangs is not None else GangCoordinator(engine.index, engine.reservations)
@@ -275,6 +277,8 @@ def _decide_gang(coordinator: GangCoordinator, workload: Workload, nodes: Sequen
 
 
 def _bind(engine: PlacementEngine, coordinator: GangCoordinator | None, result: Result) -> None:
+    if coordinator is None and isinstance(engine.gangs, CoordinatedGangs):
+        coordinator = engine.gangs.coordinator  # the engine's own: it must see its members bound
     specs = {pod.name: pod for pod in result.workload.pods}
     for placement in result.placements:
         pending = validate_pod(specs[placement.name])

@@ -1,22 +1,32 @@
 """Gang scheduling as the engine consults it: ``GangPort``, and ``CoordinatedGangs`` over the coordinator.
 
 A PlaceGang request's group becomes the members' group labels (when they name none), so the coordinator
-sees exactly what a labelled pod shows; its phases become the three states a scheduler acts on.
+sees exactly what a labelled pod shows; its phases become the three states a scheduler acts on. The
+request is registered whole or refused whole (``GangCoordinator.register``): a refused request leaves
+nothing behind for a later tick to reserve.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
-from placement.core.podgroup import PodGroupSpec
+from placement.core.podgroup import GroupRef, PodGroupSpec
 from placement.core.pods import PendingPod, PodUsage
 from placement.service.errors import InvalidRequest
 from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome, Placement
-from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement
+from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement, GangRefused
+
+
+@dataclass(frozen=True)
+class GangCounts:
+    """Events of the gangs' life so far, for the metrics."""
+
+    permit_timeouts: int  # groups whose reserved members were released for not binding in time
+    members_dropped: int  # members registered by requests that the pod watch never showed
 
 
 class GangPort(Protocol):
@@ -34,6 +44,8 @@ class GangPort(Protocol):
 
     def tick(self) -> None: ...
 
+    def counts(self) -> GangCounts: ...
+
 
 class CoordinatedGangs:
     """``GangPort`` over ``placement.state.gangs.GangCoordinator``: a PlaceGang request's group becomes the
@@ -44,23 +56,22 @@ class CoordinatedGangs:
         self._clock = clock  # the coordinator's: turns its permit deadline into a TTL
 
     def place(self, group: GangSpec, members: Sequence[PendingPod], nodes: Sequence[str] | None) -> GangOutcome:
+        """Register every member (all or none: ``InvalidRequest`` names the first at fault), then place."""
         namespace = group.namespace or "default"
         minimum = group.min_member or len(members)
+        entries = []
         for member in members:
-            if member.namespace != namespace:
-                where = f"pod {member.namespace}/{member.name}"
-                raise InvalidRequest(f"{where} is not in the namespace of pod group {namespace}/{group.name}")
             labels = dict(member.labels)
             pod_group = None
             if SCHEDULER_PLUGINS_KEY in labels:
                 pod_group = PodGroupSpec(min_member=minimum)
             elif GROUP_NAME_KEY not in labels:
                 labels |= {GROUP_NAME_KEY: group.name, MIN_AVAILABLE_KEY: str(minimum)}
-            status = self.coordinator.add_member(replace(member, labels=labels), pod_group=pod_group)
-            if status is not None and status.phase is GangPhase.INVALID:
-                raise InvalidRequest(status.message)
-            if status is not None and status.group != f"{namespace}/{group.name}":
-                raise InvalidRequest(f"pod {member.namespace}/{member.name} belongs to pod group {status.group}")
+            entries.append((replace(member, labels=labels), pod_group))
+        try:
+            self.coordinator.register(GroupRef(namespace, group.name), entries, candidates=nodes)
+        except GangRefused as error:
+            raise InvalidRequest(str(error)) from None
         result = self.coordinator.place(namespace, group.name, nodes)
         status = result.status if isinstance(result, GangPlacement) else result
         if status.phase is GangPhase.INVALID:
@@ -92,12 +103,21 @@ class CoordinatedGangs:
     def tick(self) -> None:
         self.coordinator.tick()
 
+    def counts(self) -> GangCounts:
+        return GangCounts(self.coordinator.permit_timeouts, self.coordinator.members_dropped)
+
     def observe_pod(self, key: tuple[str, str], usage: PodUsage | None, gone: bool) -> None:
-        """The feed's pod changes (``ClusterFeed(on_pod=...)``): members bound, deleted or finished."""
+        """The feed's pod changes (``ClusterFeed(on_pod=...)``): pods seen pending, bound, deleted or finished.
+
+        A pending pod seen here confirms that a member a PlaceGang request named exists (members the watch
+        never shows are dropped after the permit timeout).
+        """
         if gone:
             self.coordinator.observe_deleted(*key)
         elif usage is not None:
             self.coordinator.observe_bound(usage)
+        else:
+            self.coordinator.observe_present(*key)
 
     def waiting(self) -> int:
         waiting = (GangPhase.WAITING_FOR_MEMBERS, GangPhase.WAITING_FOR_CAPACITY)

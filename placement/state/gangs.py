@@ -10,12 +10,21 @@ Life of a group (``GangPhase``)::
                                                                                                    Bound
 
 * All or nothing. A group is planned against ONE snapshot of the cluster index (``placement.core.gang``)
-  and reserved through ``Reservations.reserve_all`` under the index lock held across both, so no other
-  decision interleaves and no group is ever half reserved. A group that does not fit holds nothing, so
+  and reserved through ``Reservations.reserve_all`` in one step, so no group is ever half reserved. The
+  plan is made on a copy of the index's arrays taken under the index lock, then checked and reserved
+  under the lock: the reservation goes ahead only if none of the nodes the plan uses changed since the
+  copy (else the group is planned again under the lock). A group that does not fit holds nothing, so
   two groups can never deadlock each holding part of the cluster.
+* Requests are whole. ``register`` (what a PlaceGang request becomes) checks every member before it
+  changes anything: namespace, group labels, duplicates, the cap on members (``GangConfig.max_members``),
+  agreement with the members already known. A refused request (``GangRefused``) leaves no trace.
+* Members that never appear. A member registered from a request that the pod watch has not shown
+  (``observe_present``, ``observe_bound``) within ``permit_timeout_s`` of its registration is dropped,
+  its reservation released; its group then waits for members again, or ends when none is left.
 * Permit. Once reserved, every member may bind (``permit_status`` says ALLOW). Members not bound within
   ``permit_timeout_s`` (default 10 s) are all released together, and those members are told REJECT once,
-  so the scheduler puts them back in its queue; members already bound stay (they run).
+  so the scheduler puts them back in its queue; members already bound stay (they run). Each permit
+  timeout and each drop is logged (one JSON line: the group, the members, why) and counted.
 * Queue. Groups that wait are tried in order: starving groups first (waiting at least
   ``starvation_after_s``, default 60 s: the age boost), oldest first; then by pod priority, higher first;
   then by group creation (first member seen), oldest first. A group behind one that does not fit may
@@ -23,23 +32,36 @@ Life of a group (``GangPhase``)::
   would use on an emptied cluster (the ones with the most free room for it first), no other group is
   placed on them, and ``nodes_open_to_backfill`` keeps single pods off them, so nothing placed after it
   can delay its start. A group that cannot fit even an empty cluster holds nothing (``Unschedulable``).
+* Bounded retries. ``tick`` tries the head of the queue, then the other groups from where the last tick
+  stopped, while they fit ``GangConfig.budget`` members (each group counts ``GROUP_PLAN_COST`` more for
+  its node filter and scores): at most two groups at the cap a tick. A group whose last try failed is
+  not planned again until the cluster, its members or the hold changed; whether a group could ever fit
+  is decided once per group and set of nodes. Planning never holds the index lock, and gives up the
+  interpreter every ``YIELD_EVERY_S`` so that the event loop's calls do not wait on it.
 * Churn. A member deleted (or failed) after placement releases exactly its own reservation; a group that
   falls below min-available before it is bound is released entirely; members added to a placed or bound
   group are planned next to the members already there, which never move.
 
 Every method takes the index lock (one lock for the index, the reservations and the coordinator: no
-lock order to get wrong). ``observe_bound`` and ``observe_deleted`` forward to ``Reservations``; calling
-``Reservations.observe_pod`` / ``observe_pod_deleted`` for the same pod as well is harmless.
+lock order to get wrong); planning runs between two holds of it. ``observe_bound`` and
+``observe_deleted`` forward to ``Reservations``; calling ``Reservations.observe_pod`` /
+``observe_pod_deleted`` for the same pod as well is harmless.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
+import logging
+import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from kubenexus.topology.model import NodeTopology
@@ -61,10 +83,20 @@ from placement.core.vocabulary import FloatArray, IntArray, NodeArrays, demand_o
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 
+log = logging.getLogger("kubenexus.placement.gangs")
+
 DEFAULT_PERMIT_TIMEOUT_S = 10.0
 DEFAULT_STARVATION_AFTER_S = 60.0
 DEFAULT_ZONE_KEY = "topology.kubernetes.io/zone"
 DEFAULT_RACK_KEY = "topology.kubenexus.io/rack"
+# The most members a group may have (and so its min-available): the largest group planned within 0.15 s
+# over 1,000 nodes (python -m benchmarks.gang_load; docs/gang.md, "Requests: whole, bounded, ...").
+DEFAULT_MAX_MEMBERS = 1024
+# A group's planning work that does not grow with its members (filtering and scoring the candidate
+# nodes: about 3 ms over 1,000 nodes, a large group's members about 0.1 ms each), in members, against
+# the tick's budget.
+GROUP_PLAN_COST = 32
+YIELD_EVERY_S = 0.0005  # how long a plan holds the interpreter at most between two nodes (see _yielding)
 
 Key = tuple[str, str]
 
@@ -79,12 +111,28 @@ class GangConfig:
     # A member whose device requests name one of these (e.g. rdma/hca_shared_devices_a) wants an RDMA NIC.
     rdma_markers: tuple[str, ...] = ("rdma",)
     weights: ScoringWeights | None = None
+    max_members: int = DEFAULT_MAX_MEMBERS
+    # Members planned per tick besides the head of the queue, all other groups together (each also counts
+    # GROUP_PLAN_COST); None: one group at the cap. The head and the first other group are always tried.
+    tick_budget: int | None = None
 
     def __post_init__(self) -> None:
         if not self.permit_timeout_s > 0:
             raise ValueError(f"permit timeout must be positive, got {self.permit_timeout_s}")
         if not self.starvation_after_s >= 0:
             raise ValueError(f"starvation threshold must not be negative, got {self.starvation_after_s}")
+        if self.max_members < 1:
+            raise ValueError(f"the cap on a pod group's members must be positive, got {self.max_members}")
+        if self.tick_budget is not None and self.tick_budget < 1:
+            raise ValueError(f"the tick's planning budget must be positive, got {self.tick_budget}")
+
+    @property
+    def budget(self) -> int:
+        return self.tick_budget if self.tick_budget is not None else self.max_members + GROUP_PLAN_COST
+
+
+class GangRefused(ValueError):
+    """A request to register members, refused as a whole: nothing of it was recorded."""
 
 
 class GangPhase(enum.StrEnum):
@@ -121,7 +169,8 @@ class MemberPlacement:
 
 @dataclass(frozen=True)
 class GangPlacement:
-    """A group reserved by this call: where each newly reserved member goes, until when it may bind."""
+    """A group reserved: where each member reserved by this call goes (or, when this call reserved none,
+    each member reserved earlier, by a retry, and not bound yet), until when it may bind."""
 
     status: GangStatus
     members: tuple[MemberPlacement, ...]
@@ -157,6 +206,18 @@ class _Member:
     state: _State = _State.PENDING
     node: str | None = None
     rejected: str | None = None  # released after placement: told once through permit_status
+    placement: MemberPlacement | None = None  # while reserved
+    # Registered from a request and not yet shown by the pod watch: dropped at this time (the coordinator's
+    # clock) unless the watch shows the pod first. None once seen (or for a member added as a seen pod).
+    unseen_until: float | None = None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """Whether the group could fit the emptied cluster, and where: decided once per group and node set."""
+
+    key: tuple[int, bytes]  # the group's version, the nodes' digest
+    plan: GangPlan | GangUnplaceable
 
 
 @dataclass
@@ -171,13 +232,78 @@ class _Gang:
     deadline: float | None = None
     unschedulable: bool = False
     message: str = ""
+    version: int = 0  # bumped by every change of the members or their states
+    candidates: tuple[str, ...] | None = None  # the last request's candidate nodes; None: every node
+    verdict: _Verdict | None = None
+    tried: tuple[object, ...] | None = None  # what the last failed try saw: the same again is not retried
 
     def count(self, state: _State) -> int:
         return sum(1 for m in self.members.values() if m.state is state)
 
+    def changed(self) -> None:
+        self.version += 1
+        self.tried = None
+
     @property
     def priority(self) -> int:
         return max((m.pod.priority for m in self.members.values()), default=0)
+
+
+@dataclass
+class _Snapshot:
+    """The index as a plan sees it, copied under the lock so that planning itself holds no lock."""
+
+    arrays: NodeArrays
+    changes: int  # the index's ``changes`` when copied: a node written since has a later ``slot_changes``
+    layout: int
+    slot_names: tuple[str | None, ...]
+    locality: Locality
+    free_gpus: Mapping[int, NodeGpus]
+    all_gpus: Mapping[int, NodeGpus]
+    locality_version: int
+
+    @cached_property
+    def rows(self) -> IntArray:
+        return np.array([row for row, name in enumerate(self.slot_names) if name is not None], dtype=np.int64)
+
+    @cached_property
+    def nodes_digest(self) -> bytes:
+        """What an emptied cluster is made of: the nodes, their totals, kubelet policies, GPUs, locality."""
+        a = self.arrays
+        digest = hashlib.blake2b(repr((a.resources, self.slot_names)).encode(), digest_size=16)
+        locality = self.locality
+        parts: tuple[npt.NDArray[Any], ...] = (
+            *(a.cell_total, a.node_allocatable, a.numa_count, a.policy, a.scope, a.cpu_static, a.memory_static),
+            *(a.cell_ids, locality.zone, locality.rack, locality.clique),
+        )
+        for array in parts:
+            digest.update(np.ascontiguousarray(array).tobytes())
+        gpus = sorted((row, sorted(g.free), sorted(g.nic_local)) for row, g in self.all_gpus.items())
+        digest.update(repr(gpus).encode())
+        return digest.digest()
+
+
+@dataclass(frozen=True)
+class _Try:
+    """One group's try, prepared under the lock: its members, candidate rows and what it must not miss."""
+
+    gang: _Gang
+    version: int
+    memo: tuple[object, ...]
+    batches: tuple[tuple[GangMember, ...], ...]
+    needed: tuple[GangMember, ...]  # the members that decide whether the group could ever fit
+    rows: IntArray
+    anchors: tuple[int, ...]
+    names: list[str] | None
+    head: bool  # the head of the queue: it may hold nodes when it starves
+    every_node: bool  # the candidates are every node (a hold is only taken then)
+    verdict: _Verdict | None  # the group's cached emptied-cluster verdict, if any
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    failure: GangUnplaceable | None  # None: not planned, the cached verdict says it can never fit
+    verdict: _Verdict
 
 
 class GangCoordinator:
@@ -200,7 +326,30 @@ class GangCoordinator:
         self._sequence = 0
         self._locality: dict[str, tuple[str | None, str | None, str | None]] = {}
         self._nic_local: dict[str, frozenset[int]] = {}
+        self._locality_version = 0
+        self._locality_cache: tuple[tuple[object, ...], Locality] | None = None
         self._hold: tuple[GroupRef, frozenset[str]] | None = None
+        self._present: set[Key] = set()  # pods the watch shows pending, members or not (yet)
+        self._next_due = math.inf  # the earliest permit deadline or unseen member's drop time
+        self._resume_after: GroupRef | None = None  # where the last tick's budget ran out
+        self._snapshot_cache: _Snapshot | None = None
+        self._node_gpus: dict[int, tuple[tuple[int, str, int], NodeGpus, NodeGpus]] = {}
+        self._permit_timeouts = 0
+        self._members_dropped = 0
+
+    @property
+    def config(self) -> GangConfig:
+        return self._config
+
+    @property
+    def permit_timeouts(self) -> int:
+        """Permit timeouts so far: groups whose reserved members were released for not binding in time."""
+        return self._permit_timeouts
+
+    @property
+    def members_dropped(self) -> int:
+        """Members dropped so far because the pod watch never showed them (registered by requests only)."""
+        return self._members_dropped
 
     # --- nodes -----------------------------------------------------------------------------------------
 
@@ -212,14 +361,19 @@ class GangCoordinator:
             cliques = {gpu.fabric_clique for gpu in topology.gpus}
             clique = cliques.pop() if len(cliques) == 1 else None
         with self._index.lock:
-            self._locality[name] = (labels.get(config.zone_key), labels.get(config.rack_key), clique)
-            if topology is not None:
-                self._nic_local[name] = nic_local_gpus(topology)
+            locality = (labels.get(config.zone_key), labels.get(config.rack_key), clique)
+            nic_local = nic_local_gpus(topology) if topology is not None else self._nic_local.get(name)
+            if self._locality.get(name) != locality or self._nic_local.get(name) != nic_local:
+                self._locality_version += 1
+            self._locality[name] = locality
+            if nic_local is not None:
+                self._nic_local[name] = nic_local
 
     def forget_node(self, name: str) -> None:
         with self._index.lock:
             self._locality.pop(name, None)
             self._nic_local.pop(name, None)
+            self._locality_version += 1
 
     def nodes_open_to_backfill(self, candidate_names: Iterable[str]) -> list[str]:
         """The candidates other work may use: all but those held for a starving head group."""
@@ -228,6 +382,38 @@ class GangCoordinator:
             return [name for name in candidate_names if name not in held]
 
     # --- members ---------------------------------------------------------------------------------------
+
+    def register(
+        self,
+        group: GroupRef,
+        members: Sequence[tuple[PendingPod, PodGroupSpec | None]],
+        *,
+        candidates: Sequence[str] | None = None,
+    ) -> GangStatus:
+        """Record a request's members of ``group`` all at once, or refuse the request whole (``GangRefused``).
+
+        Each member comes with the spec of the PodGroup object it names, when known. Every member is
+        checked first (namespace, group labels, duplicates, the cap on members, agreement with the other
+        members); only then is anything recorded. Members the pod watch has not shown are dropped unless
+        it shows them within the permit timeout. ``candidates``: the nodes later tries may use.
+        """
+        with self._index.lock:
+            now = self._clock()
+            self._expire(now)
+            memberships = self._check_request(group, members)
+            gang = self._gangs.get(group)
+            if gang is None:
+                self._sequence += 1
+                gang = self._gangs[group] = _Gang(ref=group, sequence=self._sequence)
+            changed = False
+            for (pod, _), membership in zip(members, memberships, strict=True):
+                changed |= self._record(gang, pod, membership, now, seen=pod.key in self._present)
+            names = None if candidates is None else tuple(candidates)
+            if changed or names != gang.candidates:
+                gang.candidates = names
+                gang.changed()
+            self._refresh(gang, now)
+            return self._status(gang)
 
     def add_member(self, pod: PendingPod, *, pod_group: PodGroupSpec | None = None) -> GangStatus | None:
         """Record a pod seen by the service; None for a pod outside any group (place it on its own).
@@ -238,9 +424,9 @@ class GangCoordinator:
         """
         with self._index.lock:
             now = self._clock()
-            self._expire_permits(now)
+            self._expire(now)
             try:
-                membership = parse_membership(pod.namespace, pod.labels, pod.annotations, pod_group=pod_group)
+                membership = self._membership(pod, pod_group)
             except PodGroupError as error:
                 return self._refuse(pod, _named_group(pod), str(error))
             if membership is None:
@@ -249,33 +435,38 @@ class GangCoordinator:
             if gang is None:
                 self._sequence += 1
                 gang = self._gangs[membership.group] = _Gang(ref=membership.group, sequence=self._sequence)
-            conflict = self._conflict(gang, membership, pod, from_object=pod_group is not None)
+            conflict = self._conflict(gang, membership, pod.key, from_object=pod_group is not None)
+            if conflict is None and pod.key not in gang.members and len(gang.members) >= self._config.max_members:
+                conflict = f"pod group {gang.ref} already has {len(gang.members)} members, the most a group may have"
             if conflict is not None:
                 return self._refuse(pod, gang.ref, conflict)
-            gang.invalid.pop(pod.key, None)
-            if membership.min_available is not None:
-                gang.min_available = membership.min_available
-            gang.spread = membership.spread
-            member = gang.members.get(pod.key)
-            if member is None:
-                self._sequence += 1
-                gang.members[pod.key] = _Member(pod=pod, plan=self._gang_member(pod), arrival=self._sequence)
-                self._member_of[pod.key] = gang.ref
-            elif member.state is _State.PENDING:
-                member.pod, member.plan = pod, self._gang_member(pod)
+            fixed = gang.invalid.pop(pod.key, None) is not None
+            if self._record(gang, pod, membership, now, seen=True) or fixed:
+                gang.changed()
             self._refresh(gang, now)
             return self._status(gang)
+
+    def observe_present(self, namespace: str, name: str) -> None:
+        """The pod watch shows the pod, not bound: a member registered by a request is now known to exist."""
+        key = (namespace, name)
+        with self._index.lock:
+            self._present.add(key)
+            _, member = self._find(key)
+            if member is not None:
+                member.unseen_until = None
 
     def observe_bound(self, usage: PodUsage) -> GangStatus | None:
         """The pod watch shows a member bound: confirms its reservation; a group fully bound is done."""
         with self._index.lock:
+            self._present.discard(usage.key)
             gang, member = self._find(usage.key)
             if gang is None or member is None:
                 return None
             self._reservations.observe_pod(usage)
-            member.state, member.node, member.rejected = _State.BOUND, usage.node, None
+            member.state, member.node, member.rejected, member.unseen_until = _State.BOUND, usage.node, None, None
             if not gang.count(_State.RESERVED):
                 gang.deadline = None
+            gang.changed()
             self._refresh(gang, self._clock())
             return self._status(gang)
 
@@ -286,24 +477,15 @@ class GangCoordinator:
         """
         key = (namespace, name)
         with self._index.lock:
+            self._present.discard(key)
             gang = self._gangs.get(self._member_of.get(key) or GroupRef("", ""))
             if gang is None:
                 return None
-            gang.invalid.pop(key, None)
-            member = gang.members.pop(key, None)
-            self._member_of.pop(key, None)
-            if member is not None and member.state is not _State.PENDING:
-                self._reservations.observe_pod_deleted(namespace, name)
-            minimum = gang.min_available or 0
-            if gang.count(_State.BOUND) < minimum and len(gang.members) < minimum and gang.count(_State.RESERVED):
-                self._release(
-                    gang, f"pod group fell below min-available ({len(gang.members)}/{minimum}) before binding"
-                )
+            self._remove(gang, [key])
             if not gang.members and not gang.invalid:
-                del self._gangs[gang.ref]
-                if self._hold is not None and self._hold[0] == gang.ref:
-                    self._hold = None
-                return GangStatus(str(gang.ref), GangPhase.WAITING_FOR_MEMBERS, "no members left", 0, minimum, 0, 0)
+                return GangStatus(
+                    str(gang.ref), GangPhase.WAITING_FOR_MEMBERS, "no members left", 0, gang.min_available, 0, 0
+                )
             self._refresh(gang, self._clock())
             return self._status(gang)
 
@@ -326,36 +508,65 @@ class GangCoordinator:
         Respects the queue: nodes held for a starving head group are off limits to every other group.
         """
         ref = GroupRef(namespace or "default", group)
+        names = None if candidate_names is None else list(candidate_names)
         with self._index.lock:
             now = self._clock()
-            self._expire_permits(now)
+            self._expire(now)
             gang = self._gangs.get(ref)
             if gang is None:
                 return GangStatus(
                     str(ref), GangPhase.WAITING_FOR_MEMBERS, f"no member of pod group {ref} seen yet", 0, None, 0, 0
                 )
-            names = None if candidate_names is None else list(candidate_names)
-            return self._try_place(gang, now, names)
+            head = self._head(now)
+        result = self._attempt(gang, names, now, head=head is gang, retry=False)
+        assert result is not None  # a try made on request is never skipped
+        with self._index.lock:
+            reserved = [m.placement for m in _by_arrival(gang, _State.RESERVED) if m.placement is not None]
+            if isinstance(result, GangStatus) and reserved and gang.deadline is not None:
+                # Reserved by a retry since the caller last asked: the caller binds them now.
+                return GangPlacement(status=self._status(gang), members=tuple(reserved), deadline=gang.deadline)
+        return result
 
     def tick(self, now: float | None = None) -> list[GangStatus]:
-        """Expire permits, then try every waiting group in queue order; returns their statuses."""
+        """Expire permits, then try the waiting groups in queue order within the budget; their statuses.
+
+        The statuses are those of every group with members waiting, in queue order, tried or not.
+        """
         with self._index.lock:
             now = self._clock() if now is None else now
-            self._expire_permits(now)
-            self._hold = None  # recomputed below by the head, if it starves
-            statuses = []
-            for gang in sorted(self._gangs.values(), key=lambda g: self._queue_key(g, now)):
-                if gang.invalid or not gang.count(_State.PENDING):
-                    continue
-                result = self._try_place(gang, now, None)
-                statuses.append(result.status if isinstance(result, GangPlacement) else result)
-            return statuses
+            self._expire(now)
+            queue = sorted(
+                (g for g in self._gangs.values() if not g.invalid and g.count(_State.PENDING)),
+                key=lambda g: self._queue_key(g, now),
+            )
+            ready = [g for g in queue if self._ready(g)]
+            head = ready[0] if ready else None
+            if self._hold is not None and (head is None or head.ref != self._hold[0] or not self._starving(head, now)):
+                self._hold = None
+            order = [
+                (gang, gang.count(_State.PENDING) + GROUP_PLAN_COST, _names(gang.candidates))
+                for gang in ready[:1] + _rotated(ready[1:], self._resume_after)
+            ]
+        # The head is always tried; the others share the budget, the first of them always tried too (a
+        # group larger than the budget still gets its turn).
+        budget, spent, last, stopped = self._config.budget, 0, None, False
+        for gang, cost, names in order:
+            if gang is not head and spent and spent + cost > budget:
+                stopped = True  # the next tick goes on from here
+                break
+            tried = self._attempt(gang, names, now, head=gang is head, retry=True)
+            if gang is not head:
+                spent += cost if tried is not None else 0
+                last = gang.ref
+        with self._index.lock:
+            self._resume_after = last if stopped else None
+            return [self._status(g) for g in queue if self._gangs.get(g.ref) is g]
 
     def permit_status(self, namespace: str, name: str) -> PermitStatus:
         """May this pod bind now? ALLOW once its whole group is reserved; REJECT once after a release."""
         key = (namespace or "default", name)
         with self._index.lock:
-            self._expire_permits(self._clock())
+            self._expire(self._clock())
             ref = self._member_of.get(key)
             gang = self._gangs.get(ref) if ref is not None else None
             if gang is None:
@@ -382,17 +593,89 @@ class GangCoordinator:
         with self._index.lock:
             return [self._status(gang) for gang in self._gangs.values()]
 
-    # --- internals -------------------------------------------------------------------------------------
+    # --- registering (under the lock) ------------------------------------------------------------------
+
+    def _membership(self, pod: PendingPod, pod_group: PodGroupSpec | None) -> Membership | None:
+        """The pod's group labels, refused (``PodGroupError``) when they ask more members than the cap."""
+        membership = parse_membership(pod.namespace, pod.labels, pod.annotations, pod_group=pod_group)
+        cap = self._config.max_members
+        if membership is not None and membership.min_available is not None and membership.min_available > cap:
+            key = MIN_AVAILABLE_KEY if pod_group is None else "PodGroup spec.minMember"
+            accepted = f"a positive integer up to {cap}, the most members a pod group may have"
+            raise PodGroupError(key, str(membership.min_available), accepted, "more members than a group may have")
+        return membership
+
+    def _check_request(
+        self, group: GroupRef, members: Sequence[tuple[PendingPod, PodGroupSpec | None]]
+    ) -> list[Membership]:
+        """Every member's membership of ``group``, or ``GangRefused`` naming the first member at fault."""
+        cap = self._config.max_members
+        if len(members) > cap:
+            raise GangRefused(f"pod group {group}: {len(members)} members, more than the {cap} a group may have")
+        gang = self._gangs.get(group)
+        if gang is not None and gang.invalid:
+            raise GangRefused("; ".join(gang.invalid.values()))
+        memberships: list[Membership] = []
+        seen: set[Key] = set()
+        for pod, pod_group in members:
+            where = f"pod {pod.namespace}/{pod.name}"
+            if pod.namespace != group.namespace:
+                raise GangRefused(f"{where} is not in the namespace of pod group {group}")
+            if pod.key in seen:
+                raise GangRefused(f"{where} appears more than once in pod group {group}")
+            seen.add(pod.key)
+            try:
+                membership = self._membership(pod, pod_group)
+            except PodGroupError as error:
+                raise GangRefused(f"{where}: {error}") from None
+            if membership is None:
+                raise GangRefused(f"{where} carries no pod-group labels")
+            if membership.group != group:
+                raise GangRefused(f"{where} belongs to pod group {membership.group}")
+            other = self._member_of.get(pod.key)
+            if other is not None and other != group:
+                raise GangRefused(f"{where} is already a member of pod group {other}")
+            conflict = _disagreement(group, memberships, membership, from_object=pod_group is not None)
+            if conflict is None and gang is not None:
+                conflict = self._conflict(gang, membership, pod.key, from_object=pod_group is not None)
+            if conflict is not None:
+                raise GangRefused(f"{where}: {conflict}")
+            memberships.append(membership)
+        known = set(gang.members) if gang is not None else set()
+        total = len(known | seen)
+        if total > cap:
+            raise GangRefused(f"pod group {group} would have {total} members, more than the {cap} a group may have")
+        return memberships
+
+    def _record(self, gang: _Gang, pod: PendingPod, membership: Membership, now: float, *, seen: bool) -> bool:
+        """Add or update one member whose membership was checked; whether anything changed."""
+        before = (gang.min_available, gang.spread)
+        if membership.min_available is not None:
+            gang.min_available = membership.min_available
+        gang.spread = membership.spread
+        changed = before != (gang.min_available, gang.spread)
+        member = gang.members.get(pod.key)
+        if member is None:
+            self._sequence += 1
+            member = gang.members[pod.key] = _Member(pod=pod, plan=self._gang_member(pod), arrival=self._sequence)
+            self._member_of[pod.key] = gang.ref
+            if not seen:
+                member.unseen_until = now + self._config.permit_timeout_s
+                self._next_due = min(self._next_due, member.unseen_until)
+            return True
+        if member.state is _State.PENDING and member.pod != pod:
+            member.pod, member.plan = pod, self._gang_member(pod)
+            return True
+        return changed
 
     def _gang_member(self, pod: PendingPod) -> GangMember:
         demand = demand_of(pod.pod)
         wants_nic = any(m in name for name, _ in demand.device_requests for m in self._config.rdma_markers)
         return GangMember(key=pod.key, demand=demand, intent=pod.intent, wants_nic=wants_nic)
 
-    def _conflict(self, gang: _Gang, membership: Membership, pod: PendingPod, *, from_object: bool) -> str | None:
-        """Why ``pod`` disagrees with the members already in ``gang`` (None when it does not)."""
-        others = [m for k, m in gang.members.items() if k != pod.key]
-        if not others:
+    def _conflict(self, gang: _Gang, membership: Membership, key: Key, *, from_object: bool) -> str | None:
+        """Why a member ``key`` with ``membership`` disagrees with the others in ``gang`` (None: it does not)."""
+        if not gang.members or (len(gang.members) == 1 and key in gang.members):
             return None
         new, old = membership.min_available, gang.min_available
         # A PodGroup object's minMember is the group's own: an edit of it applies to every member.
@@ -421,14 +704,103 @@ class GangCoordinator:
             self._reservations.unreserve(*pod.key)
         gang.invalid[pod.key] = f"pod {pod.namespace}/{pod.name}: {message}"
         self._member_of[pod.key] = ref
+        gang.changed()
         if gang.count(_State.RESERVED):
             self._release(gang, f"member {pod.namespace}/{pod.name} has invalid pod-group labels")
         return self._status(gang)
+
+    def _remove(self, gang: _Gang, keys: Iterable[Key]) -> list[Key]:
+        """Forget members: exactly their own reservations or charges go, or the whole group's reservations
+        when it falls below min-available before binding. Returns the members whose reservations went."""
+        released = []
+        for key in keys:
+            gang.invalid.pop(key, None)
+            member = gang.members.pop(key, None)
+            self._member_of.pop(key, None)
+            if member is not None and member.state is not _State.PENDING:
+                self._reservations.observe_pod_deleted(*key)
+                if member.state is _State.RESERVED:
+                    released.append(key)
+        gang.changed()
+        minimum = gang.min_available or 0
+        if gang.count(_State.BOUND) < minimum and len(gang.members) < minimum and gang.count(_State.RESERVED):
+            released += self._release(
+                gang, f"pod group fell below min-available ({len(gang.members)}/{minimum}) before binding"
+            )
+        if not gang.members and not gang.invalid:
+            del self._gangs[gang.ref]
+            if self._hold is not None and self._hold[0] == gang.ref:
+                self._hold = None
+        return released
 
     def _find(self, key: Key) -> tuple[_Gang | None, _Member | None]:
         ref = self._member_of.get(key)
         gang = self._gangs.get(ref) if ref is not None else None
         return gang, None if gang is None else gang.members.get(key)
+
+    # --- time (under the lock) -------------------------------------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        """Drop the members never seen in time, then release the groups whose permit timed out."""
+        if now < self._next_due:
+            return
+        for gang in list(self._gangs.values()):
+            self._drop_unseen(gang, now)
+            if gang.deadline is not None and gang.deadline <= now and gang.count(_State.RESERVED):
+                self._time_out(gang)
+        self._next_due = min(
+            (
+                due
+                for gang in self._gangs.values()
+                for due in (gang.deadline, *(m.unseen_until for m in gang.members.values()))
+                if due is not None
+            ),
+            default=math.inf,
+        )
+
+    def _drop_unseen(self, gang: _Gang, now: float) -> None:
+        gone = [key for key, m in gang.members.items() if m.unseen_until is not None and m.unseen_until <= now]
+        if not gone:
+            return
+        released = self._remove(gang, gone)
+        self._members_dropped += len(gone)
+        why = (
+            f"{len(gone)} member(s) of {gang.ref} were never seen as pods within "
+            f"{self._config.permit_timeout_s:g} s of the request that named them; dropped"
+        )
+        if self._gangs.get(gang.ref) is gang:
+            gang.message = why
+        log.warning(
+            "pod group members dropped: never seen as pods",
+            extra={"group": str(gang.ref), "members": _names_of(gone), "released": _names_of(released), "why": why},
+        )
+
+    def _time_out(self, gang: _Gang) -> None:
+        waiting = [key for key, m in gang.members.items() if m.state is _State.RESERVED]
+        why = (
+            f"permit timeout: {len(waiting)} member(s) of {gang.ref} not bound within "
+            f"{self._config.permit_timeout_s:g} s; their reservations were released"
+        )
+        self._release(gang, why)
+        self._permit_timeouts += 1
+        log.warning(
+            "pod group permit timed out: reservations released",
+            extra={"group": str(gang.ref), "members": _names_of(waiting), "why": why},
+        )
+
+    def _release(self, gang: _Gang, why: str) -> list[Key]:
+        """Release every reserved (not bound) member together; they wait to be placed again."""
+        released = []
+        for member in gang.members.values():
+            if member.state is _State.RESERVED:
+                self._reservations.unreserve(*member.pod.key)
+                member.state, member.node, member.rejected = _State.PENDING, None, why
+                released.append(member.pod.key)
+        gang.deadline = None
+        gang.message = why
+        gang.changed()
+        self._refresh(gang, self._clock())
+        return released
 
     def _refresh(self, gang: _Gang, now: float) -> None:
         """Start the waiting clock once the group could be placed; stop it once placed."""
@@ -451,72 +823,196 @@ class GangCoordinator:
     def _starving(self, gang: _Gang, now: float) -> bool:
         return gang.waiting_since is not None and now - gang.waiting_since >= self._config.starvation_after_s
 
-    def _expire_permits(self, now: float) -> None:
-        for gang in self._gangs.values():
-            if gang.deadline is not None and gang.deadline <= now and gang.count(_State.RESERVED):
-                waiting = gang.count(_State.RESERVED)
-                self._release(
-                    gang,
-                    f"permit timeout: {waiting} member(s) of {gang.ref} not bound within "
-                    f"{self._config.permit_timeout_s:g} s; their reservations were released",
-                )
+    def _head(self, now: float) -> _Gang | None:
+        waiting = (g for g in self._gangs.values() if g.count(_State.PENDING) and self._ready(g) and not g.invalid)
+        return min(waiting, key=lambda g: self._queue_key(g, now), default=None)
 
-    def _release(self, gang: _Gang, why: str) -> None:
-        """Release every reserved (not bound) member together; they wait to be placed again."""
-        for member in gang.members.values():
-            if member.state is _State.RESERVED:
-                self._reservations.unreserve(*member.pod.key)
-                member.state, member.node, member.rejected = _State.PENDING, None, why
-        gang.deadline = None
-        gang.message = why
-        self._refresh(gang, self._clock())
+    # --- trying a group: prepare under the lock, plan without it, commit under it -----------------------
 
-    def _try_place(self, gang: _Gang, now: float, names: list[str] | None) -> GangPlacement | GangStatus:
-        if gang.invalid:
+    def _attempt(
+        self, gang: _Gang, names: list[str] | None, now: float, *, head: bool, retry: bool
+    ) -> GangPlacement | GangStatus | None:
+        """One try; None when ``retry`` and nothing it depends on changed since its last failed try."""
+        with self._index.lock:
+            prepared = self._prepare(gang, names, now, head=head)
+            if prepared is None or isinstance(prepared, GangStatus):
+                return None if retry and prepared is None else self._status(gang)
+            snapshot = self._snapshot()
+        outcome = self._plan(prepared, snapshot)
+        with self._index.lock:
+            return self._commit(prepared, snapshot, outcome, now)
+
+    def _prepare(self, gang: _Gang, names: list[str] | None, now: float, *, head: bool) -> _Try | GangStatus | None:
+        if self._gangs.get(gang.ref) is not gang or gang.invalid:
             return self._status(gang)
-        pending = sorted((m for m in gang.members.values() if m.state is _State.PENDING), key=lambda m: m.arrival)
+        pending = _pending(gang)
         if not pending or not self._ready(gang):
             return self._status(gang)
+        self._reservations.expire()  # single pods' reservations past their TTL: their room is free again
+        starving_head = head and self._starving(gang, now)
+        hold = self._hold if self._hold is not None and self._hold[0] != gang.ref else None
+        memo = (self._index.changes, self._locality_version, gang.version, hold, starving_head, names)
+        if gang.tried == memo:
+            return None
         minimum = gang.min_available or 0
         placed = gang.count(_State.RESERVED) + gang.count(_State.BOUND)
         # Below min-available, only a batch that completes the group may be reserved; above it, members are
         # added to a placed group next to the others (one batch, then one at a time if the batch is too big).
-        batches = [pending]
         needed = max(minimum - placed, 1)
-        if len(pending) > needed:
-            batches.append(pending[:needed])
-        index = self._index
-        self._reservations.expire()
-        arrays = index.arrays()
+        plans = tuple(m.plan for m in pending)
+        batches = (plans, plans[:needed]) if len(pending) > needed else (plans,)
         rows = self._candidate_rows(gang, names)
-        locality = self._locality_codes()
-        anchors = [
+        index = self._index
+        anchors = tuple(
             slot for m in gang.members.values() if m.node is not None and (slot := index.slot_of(m.node)) is not None
-        ]
+        )
+        return _Try(
+            gang=gang,
+            version=gang.version,
+            memo=memo,
+            batches=batches,
+            needed=plans[:needed],
+            rows=rows,
+            anchors=anchors,
+            names=names,
+            head=head,
+            every_node=len(rows) == len(index),
+            verdict=gang.verdict,
+        )
+
+    def _snapshot(self) -> _Snapshot:
+        """The index as it is, copied; the same copy while nothing changed (call under the lock)."""
+        index = self._index
+        cached = self._snapshot_cache
+        if cached is not None and cached.changes == index.changes and cached.locality_version == self._locality_version:
+            return cached
+        live = index.arrays()
+        copies: dict[str, Any] = {
+            f.name: value.copy() for f in fields(live) if isinstance(value := getattr(live, f.name), np.ndarray)
+        }
+        arrays = replace(live, **copies)
+        names = index.slot_names()
+        free: dict[int, NodeGpus] = {}
+        every: dict[int, NodeGpus] = {}
+        for row, name in enumerate(names):
+            shape = index.gpu_shape(row) if name is not None else None
+            if shape is None or name is None:
+                self._node_gpus.pop(row, None)
+                continue
+            stamp = (int(index.slot_changes[row]), name, self._locality_version)
+            kept = self._node_gpus.get(row)
+            if kept is None or kept[0] != stamp:
+                near = self._nic_local.get(name, frozenset())
+                free_gpus = NodeGpus(shape.table, shape.healthy - index.busy_gpus(row), near)
+                kept = self._node_gpus[row] = (stamp, free_gpus, NodeGpus(shape.table, shape.healthy, near))
+            free[row], every[row] = kept[1], kept[2]
+        snapshot = self._snapshot_cache = _Snapshot(
+            arrays=arrays,
+            changes=index.changes,
+            layout=index.layout,
+            slot_names=names,
+            locality=self._locality_codes(names),
+            free_gpus=free,
+            all_gpus=every,
+            locality_version=self._locality_version,
+        )
+        return snapshot
+
+    def _plan(self, prepared: _Try, snapshot: _Snapshot) -> GangPlan | _Waiting:
+        """The plan, or why the group waits; runs without the lock, on the snapshot only."""
+        gang = prepared.gang
+        policy = gang.spread or SpreadPolicy.PACKED
+        weights = self._config.weights
+        cached = prepared.verdict
+        key = (prepared.version, snapshot.nodes_digest) if cached is not None else None
+        if cached is not None and cached.key == key and isinstance(cached.plan, GangUnplaceable):
+            return _Waiting(failure=None, verdict=cached)  # it cannot fit an emptied cluster: nor this one
         result: GangPlan | GangUnplaceable | None = None
-        for batch in batches:
+        for batch in prepared.batches:
             result = plan_gang(
-                arrays,
+                snapshot.arrays,
+                prepared.rows,
+                batch,
+                gpus=_yielding(snapshot.free_gpus.get),
+                policy=policy,
+                locality=snapshot.locality,
+                anchors=prepared.anchors,
+                weights=weights,
+            )
+            if isinstance(result, GangPlan):
+                return result
+        assert isinstance(result, GangUnplaceable)
+        key = (prepared.version, snapshot.nodes_digest)
+        if cached is None or cached.key != key:
+            emptied = plan_gang(
+                empty_view(snapshot.arrays),
+                snapshot.rows,
+                prepared.needed,
+                gpus=_yielding(snapshot.all_gpus.get),
+                policy=policy,
+                locality=snapshot.locality,
+                preference=_free_share(snapshot.arrays, prepared.needed[0]),
+                weights=weights,
+            )
+            cached = _Verdict(key=key, plan=emptied)
+        return _Waiting(failure=result, verdict=cached)
+
+    def _commit(
+        self, prepared: _Try, snapshot: _Snapshot, outcome: GangPlan | _Waiting, now: float
+    ) -> GangPlacement | GangStatus:
+        gang = prepared.gang
+        if self._gangs.get(gang.ref) is not gang or gang.version != prepared.version:
+            return self._status(gang)  # the group changed while it was planned: the next try plans it anew
+        if isinstance(outcome, GangPlan):
+            if self._still_fits(outcome, snapshot, gang):
+                return self._reserve(gang, outcome, now)
+            return self._place_now(gang, prepared, now)
+        gang.verdict = outcome.verdict
+        self._explain_wait(gang, prepared, outcome, snapshot, now)
+        gang.tried = prepared.memo
+        return self._status(gang)
+
+    def _still_fits(self, plan: GangPlan, snapshot: _Snapshot, gang: _Gang) -> bool:
+        """Nothing changed since the snapshot on the nodes the plan uses, and none is held for another group."""
+        index = self._index
+        if index.layout != snapshot.layout:
+            return False
+        rows = np.array(plan.rows(), dtype=np.int64)
+        if bool((index.slot_changes[rows] > snapshot.changes).any()):
+            return False
+        names = index.names_of(rows)
+        if names != [snapshot.slot_names[row] for row in rows.tolist()]:
+            return False
+        if self._hold is not None and self._hold[0] != gang.ref:
+            return not self._hold[1].intersection(names)
+        return True
+
+    def _place_now(self, gang: _Gang, prepared: _Try, now: float) -> GangPlacement | GangStatus:
+        """Plan again on the live index, under the lock: the nodes a plan chose changed while it was made.
+
+        Only a plan that succeeded comes here, so it is rare; a group is at most ``max_members`` large.
+        """
+        self._reservations.expire()
+        rows = self._candidate_rows(gang, prepared.names)
+        names = self._index.slot_names()
+        result: GangPlan | GangUnplaceable | None = None
+        for batch in prepared.batches:
+            result = plan_gang(
+                self._index.arrays(),
                 rows,
-                [m.plan for m in batch],
+                batch,
                 gpus=self._gpus_of,
                 policy=gang.spread or SpreadPolicy.PACKED,
-                locality=locality,
-                anchors=anchors,
+                locality=self._locality_codes(names),
+                anchors=prepared.anchors,
                 weights=self._config.weights,
             )
             if isinstance(result, GangPlan):
                 return self._reserve(gang, result, now)
         assert isinstance(result, GangUnplaceable)
-        self._explain_wait(
-            gang,
-            arrays=arrays,
-            rows=rows,
-            members=pending[: max(minimum - placed, 1)],
-            locality=locality,
-            failure=result,
-            now=now,
-        )
+        if gang.waiting_since is None:
+            gang.waiting_since = now
+        gang.message = result.reason
         return self._status(gang)
 
     def _reserve(self, gang: _Gang, plan: GangPlan, now: float) -> GangPlacement:
@@ -538,6 +1034,7 @@ class GangCoordinator:
                 )
             )
             placements.append(MemberPlacement(step.key[0], step.key[1], node, step.cells, step.gpus, step.pinned))
+            member.placement = placements[-1]
         self._reservations.reserve_all(usages, expires=False)
         for usage in usages:
             member = gang.members[usage.key]
@@ -546,8 +1043,10 @@ class GangCoordinator:
             member.state, member.node = _State.RESERVED, usage.node
         deadline = now + self._config.permit_timeout_s
         gang.deadline = max(gang.deadline or deadline, deadline)
+        self._next_due = min(self._next_due, gang.deadline)
         gang.unschedulable = False
-        span = plan.span(self._locality_codes())
+        gang.changed()
+        span = plan.span(self._locality_codes(index.slot_names()))
         gang.message = (
             f"placed {len(placements)} member(s) on {span.nodes} node(s) ({plan.policy.value}); "
             f"waiting up to {self._config.permit_timeout_s:g} s for them to bind"
@@ -557,44 +1056,21 @@ class GangCoordinator:
         self._refresh(gang, now)
         return GangPlacement(status=self._status(gang), members=tuple(placements), deadline=gang.deadline)
 
-    def _explain_wait(
-        self,
-        gang: _Gang,
-        *,
-        arrays: NodeArrays,
-        rows: IntArray,
-        members: list[_Member],
-        locality: Locality,
-        failure: GangUnplaceable,
-        now: float,
-    ) -> None:
+    def _explain_wait(self, gang: _Gang, prepared: _Try, waiting: _Waiting, snapshot: _Snapshot, now: float) -> None:
         """Why the group waits, whether it could ever fit, and, for a starving head, the nodes it holds."""
         if gang.waiting_since is None:
             gang.waiting_since = now
-        all_rows = self._index.slots()
-        emptied = plan_gang(
-            empty_view(arrays),
-            all_rows,
-            [m.plan for m in members],
-            gpus=self._all_gpus_of,
-            policy=gang.spread or SpreadPolicy.PACKED,
-            locality=locality,
-            preference=_free_share(arrays, members[0].plan),
-            weights=self._config.weights,
-        )
+        emptied = waiting.verdict.plan
         if isinstance(emptied, GangUnplaceable):
             gang.unschedulable = True
             gang.message = f"can never fit the cluster as it is: {emptied.reason}"
             return
+        assert waiting.failure is not None  # only a group that can never fit is left unplanned
         gang.unschedulable = False
-        gang.message = failure.reason
+        gang.message = waiting.failure.reason
         holder = self._hold[0] if self._hold is not None else None
-        head = min(
-            (g for g in self._gangs.values() if g.count(_State.PENDING) and self._ready(g) and not g.invalid),
-            key=lambda g: self._queue_key(g, now),
-        )
-        if holder in (None, gang.ref) and head is gang and self._starving(gang, now) and len(rows) == len(all_rows):
-            held = frozenset(self._index.name_of(r) or "" for r in emptied.rows())
+        if holder in (None, gang.ref) and prepared.head and self._starving(gang, now) and prepared.every_node:
+            held = frozenset(snapshot.slot_names[r] or "" for r in emptied.rows())
             self._hold = (gang.ref, held)
             gang.message += f"; waited {now - gang.waiting_since:.0f} s: holding {len(held)} node(s) for it"
 
@@ -606,8 +1082,10 @@ class GangCoordinator:
         keep = [i for i, r in enumerate(rows.tolist()) if self._index.name_of(r) not in held]
         return rows[keep]
 
-    def _locality_codes(self) -> Locality:
-        names = self._index.slot_names()
+    def _locality_codes(self, names: tuple[str | None, ...]) -> Locality:
+        key = (self._locality_version, names)
+        if self._locality_cache is not None and self._locality_cache[0] == key:
+            return self._locality_cache[1]
         columns: list[list[int]] = [[], [], []]
         codes: list[dict[str, int]] = [{}, {}, {}]
         for name in names:
@@ -615,7 +1093,9 @@ class GangCoordinator:
             for level, value in enumerate(labels):
                 columns[level].append(-1 if value is None else codes[level].setdefault(value, len(codes[level])))
         zone, rack, clique = (np.array(c, dtype=np.int64) for c in columns)
-        return Locality(zone=zone, rack=rack, clique=clique)
+        locality = Locality(zone=zone, rack=rack, clique=clique)
+        self._locality_cache = (key, locality)
+        return locality
 
     def _gpus_of(self, row: int) -> NodeGpus | None:
         shape = self._index.gpu_shape(row)
@@ -623,12 +1103,6 @@ class GangCoordinator:
             return None
         name = self._index.name_of(row) or ""
         return NodeGpus(shape.table, shape.healthy - self._index.busy_gpus(row), self._nic_local.get(name, frozenset()))
-
-    def _all_gpus_of(self, row: int) -> NodeGpus | None:
-        shape = self._index.gpu_shape(row)
-        if shape is None:
-            return None
-        return NodeGpus(shape.table, shape.healthy, self._nic_local.get(self._index.name_of(row) or "", frozenset()))
 
     def _status(self, gang: _Gang) -> GangStatus:
         bound = gang.count(_State.BOUND)
@@ -653,6 +1127,69 @@ class GangCoordinator:
         else:
             phase, message = GangPhase.WAITING_FOR_CAPACITY, gang.message or "waiting to be placed"
         return GangStatus(str(gang.ref), phase, message, total, minimum, placed, bound)
+
+
+def _yielding(gpus: Callable[[int], NodeGpus | None]) -> Callable[[int], NodeGpus | None]:
+    """``gpus`` that also gives up the interpreter every ``YIELD_EVERY_S`` (the planner asks once per node
+    it considers): a plan made on the ticker's thread then delays a Filter call on the event loop's by
+    that much at most, not by the interpreter's switch interval (5 ms) each time the call waits for it."""
+    last = time.perf_counter()
+
+    def node_gpus(row: int) -> NodeGpus | None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last >= YIELD_EVERY_S:
+            time.sleep(0)
+            last = time.perf_counter()
+        return gpus(row)
+
+    return node_gpus
+
+
+def _pending(gang: _Gang) -> list[_Member]:
+    return _by_arrival(gang, _State.PENDING)
+
+
+def _by_arrival(gang: _Gang, state: _State) -> list[_Member]:
+    return sorted((m for m in gang.members.values() if m.state is state), key=lambda m: m.arrival)
+
+
+def _names(candidates: tuple[str, ...] | None) -> list[str] | None:
+    return None if candidates is None else list(candidates)
+
+
+def _names_of(keys: Iterable[Key]) -> list[str]:
+    return [f"{namespace}/{name}" for namespace, name in keys]
+
+
+def _rotated(gangs: list[_Gang], after: GroupRef | None) -> list[_Gang]:
+    """``gangs`` starting after the one named ``after`` (where the last tick stopped), wrapping around."""
+    refs = [g.ref for g in gangs]
+    if after not in refs:
+        return gangs
+    start = refs.index(after) + 1
+    return gangs[start:] + gangs[:start]
+
+
+def _disagreement(
+    group: GroupRef, earlier: Sequence[Membership], membership: Membership, *, from_object: bool
+) -> str | None:
+    """Why a request's member disagrees with the request's earlier members (None: it does not)."""
+    if not earlier:
+        return None
+    first = earlier[0]
+    new, old = membership.min_available, first.min_available
+    if new is not None and old is not None and new != old and not from_object:
+        return (
+            f"invalid value {str(new)!r} for {MIN_AVAILABLE_KEY} (members disagree: the other members of "
+            f"{group} say {old}); accepted: the same positive integer on every member"
+        )
+    if membership.spread is not first.spread:
+        return (
+            f"invalid value {membership.spread.value!r} for {SPREAD_KEY} (members disagree: the other "
+            f"members of {group} say {first.spread.value}); accepted: the same policy on every member"
+        )
+    return None
 
 
 def _named_group(pod: PendingPod) -> GroupRef | None:
