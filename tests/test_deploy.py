@@ -21,7 +21,9 @@ EXPECTED = {
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("apps/v1", "DaemonSet"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 }
+PLACEMENT_NAMESPACE = "kubenexus-system"
 
 
 def documents() -> list[dict[str, Any]]:
@@ -43,6 +45,22 @@ def test_every_document_is_a_known_object_with_a_name() -> None:
     assert all(doc["metadata"]["name"] for doc in docs)
     # kubectl apply -f deploy/agent/ applies files in name order: the namespace must come first.
     assert sorted(AGENT_DIR.glob("*.yaml"))[0].name == "00-namespace.yaml"
+
+
+def test_the_agent_has_a_namespace_of_its_own_at_the_level_it_needs() -> None:
+    namespace = one("Namespace")["metadata"]
+    # Not the placement service's: Pod Security admission sets one level per namespace, and the agent's
+    # host mounts need `privileged` (tests/test_deploy_pod_security.py says why) where the service has
+    # `restricted`.
+    assert namespace["name"] == "kubenexus-agent" != PLACEMENT_NAMESPACE
+    assert namespace["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"} | {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    assert {doc["metadata"]["namespace"] for doc in documents() if doc["kind"] not in cluster_scoped} == {
+        namespace["name"]
+    }
 
 
 def test_rbac_is_least_privilege() -> None:
@@ -68,8 +86,12 @@ def test_admission_policy_pins_the_agent_to_its_node_and_its_own_keys() -> None:
     variables = {variable["name"]: variable["expression"] for variable in policy["variables"]}
     assert "request.userInfo.extra['authentication.kubernetes.io/node-name']" in variables["boundNode"]
     assert re.findall(r"'([^']+)'", variables["ownedPrefixes"]) == list(OWNED_PREFIXES)
-    expressions = [validation["expression"] for validation in policy["validations"]]
+    expressions = [" ".join(validation["expression"].split()) for validation in policy["validations"]]
     assert "object.metadata.name == variables.boundNode" in expressions
+    # A finalizer would block the Node's deletion, an owner reference hand it to the garbage collector;
+    # tests/test_deploy_admission.py evaluates these on requests that try.
+    for field in ("spec", "metadata.finalizers", "metadata.ownerReferences"):
+        assert any(f"object.{field}" in e and f"oldObject.{field}" in e for e in expressions), field
     resources = {rule["resources"][0]: set(rule["operations"]) for rule in policy["matchConstraints"]["resourceRules"]}
     assert resources == {"nodes": {"UPDATE"}, NRT_PLURAL: {"CREATE", "UPDATE"}}
     binding = one("ValidatingAdmissionPolicyBinding")["spec"]
@@ -108,6 +130,20 @@ def test_daemonset_runs_the_agent_with_read_only_host_mounts_and_probes() -> Non
     assert _mebibytes(container["resources"]["requests"]["memory"]) <= _mebibytes(limits["memory"])
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_only_prometheus_reaches_the_metrics_port() -> None:
+    policy = one("NetworkPolicy")
+    pod = one("DaemonSet")["spec"]["template"]
+    assert policy["metadata"]["namespace"] == one("DaemonSet")["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    (container,) = pod["spec"]["containers"]
+    assert [port["port"] for port in rule["ports"]] == [port["name"] for port in container["ports"]] == ["metrics"]
 
 
 def _mebibytes(quantity: str) -> int:
