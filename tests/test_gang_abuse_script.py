@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tools.abuse_placement import AUTH_CASES, CASES, loopback, main
@@ -19,6 +21,8 @@ def test_loopback_addresses_pass(address: str) -> None:
 
 
 def test_every_case_holds_against_the_demo_service(capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed: the authentication cases need throwaway certificates")
     assert main([]) == 0, capsys.readouterr().out
     lines = capsys.readouterr().out.splitlines()
     for case in (*CASES, *AUTH_CASES):
