@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,10 +47,15 @@ def arrays_of(nodes: Sequence[NodeResources]) -> NodeArrays:
     allocatable = np.full((len(RESOURCES), count), _PLENTY)
     node_free = np.full((len(RESOURCES), count), _PLENTY)
     cell_ids = np.full((count, MAX_NUMA), -1, dtype=np.int16)
+    memory_group = np.zeros((count, MAX_NUMA), dtype=np.uint8)
+    unaligned_gpus = np.zeros(count, dtype=np.int16)
     for n, node in enumerate(nodes):
         cells = sorted(node.cells, key=lambda c: c.id)
+        position = {cell.id: k for k, cell in enumerate(cells)}
         for k, cell in enumerate(cells):
             cell_ids[n, k] = cell.id
+            if cell.memory_assignments:
+                memory_group[n, k] = sum(1 << position[i] for i in cell.memory_group or (cell.id,))
             total[0, n, k], free[0, n, k] = cell.cpus, cell.free_cpus
             for pool in cell.memory:
                 column = RESOURCES.index(pool.resource)
@@ -60,6 +66,7 @@ def arrays_of(nodes: Sequence[NodeResources]) -> NodeArrays:
                     free[3, n, k] += group.free
         allocatable[3, n] = sum(g.total for g in node.devices)
         node_free[3, n] = sum(g.free for g in node.devices)
+        unaligned_gpus[n] = sum(g.total for g in node.devices if not g.numa_ids)
     kubelets = [node.kubelet for node in nodes]
     return NodeArrays(
         resources=RESOURCES,
@@ -77,6 +84,8 @@ def arrays_of(nodes: Sequence[NodeResources]) -> NodeArrays:
         cell_ids=cell_ids,
         cell_claimed=np.zeros((count, MAX_NUMA), dtype=np.bool_),
         cell_isolated=np.zeros((count, MAX_NUMA), dtype=np.bool_),
+        memory_group=memory_group,
+        unaligned_gpus=unaligned_gpus,
         bandwidth=np.zeros((count, MAX_NUMA), dtype=np.float32),
         spanning_bandwidth=np.zeros(count, dtype=np.float32),
         local_distance=np.zeros((count, MAX_NUMA), dtype=np.float32),
@@ -85,20 +94,42 @@ def arrays_of(nodes: Sequence[NodeResources]) -> NodeArrays:
 
 
 @st.composite
-def nodes(draw: st.DrawFn) -> NodeResources:
-    count = draw(st.integers(1, 4))
+def nodes(draw: st.DrawFn, *, memory_manager: bool = False) -> NodeResources:
+    """A random node; ``memory_manager``: a Static memory manager that holds assignments, wider groups."""
+    count = draw(st.integers(2 if memory_manager else 1, 4))
     ids = sorted(draw(st.sets(st.integers(0, 7), min_size=count, max_size=count)))
     hugepages = draw(st.booleans())
+    # The memory manager's existing assignments, as the index holds them: groups partitioning some cells
+    # (a group of one cell is a single-NUMA assignment; None: the cell holds none), where a cell of a
+    # multi-NUMA group may hold a single-NUMA assignment made after the group (``alone``).
+    choices = [None, 0, 0, 1] if memory_manager else [None, None, 0, 1, 2]
+    labels = draw(st.lists(st.sampled_from(choices), min_size=count, max_size=count))
+    alone = draw(st.lists(st.sampled_from([False, False, False, True]), min_size=count, max_size=count))
+    if not memory_manager and not draw(st.booleans()):
+        labels = [None] * count
+    groups = {label: tuple(i for i, same in zip(ids, labels, strict=True) if same == label) for label in labels}
     cells = []
     devices = []
-    for numa_id in ids:
+    for numa_id, label, single in zip(ids, labels, alone, strict=True):
         cpus = draw(st.integers(0, 8))
         memory = draw(st.integers(0, 8)) * GIB
-        pools = [MemoryPool("memory", memory, draw(st.integers(0, memory // GIB)) * GIB)]
+        # Free memory matters less than the groups here: mostly ample.
+        least_free = memory // GIB // 2 if memory_manager else 0
+        pools = [MemoryPool("memory", memory, draw(st.integers(least_free, memory // GIB)) * GIB)]
         if hugepages:
             pages = draw(st.integers(0, 4)) * GIB
             pools.append(MemoryPool(HUGE, pages, draw(st.integers(0, pages // GIB)) * GIB))
-        cells.append(NumaCellResources(numa_id, cpus, draw(st.integers(0, cpus)), tuple(pools)))
+        group = () if label is None else (numa_id,) if single else groups[label]
+        cells.append(
+            NumaCellResources(
+                numa_id,
+                cpus,
+                draw(st.integers(0, cpus)),
+                tuple(pools),
+                memory_group=group,
+                memory_assignments=len(group),
+            )
+        )
         gpus = draw(st.integers(0, 3))
         if gpus:
             devices.append(DeviceGroup(GPU, (numa_id,), gpus, draw(st.integers(0, gpus))))
@@ -109,7 +140,9 @@ def nodes(draw: st.DrawFn) -> NodeResources:
         topology_policy=draw(st.sampled_from(list(TopologyPolicy))),
         scope=draw(st.sampled_from(list(TopologyScope))),
         cpu_manager_policy=draw(st.sampled_from(list(CpuManagerPolicy))),
-        memory_manager_policy=draw(st.sampled_from(list(MemoryManagerPolicy))),
+        memory_manager_policy=(
+            MemoryManagerPolicy.STATIC if memory_manager else draw(st.sampled_from(list(MemoryManagerPolicy)))
+        ),
     )
     return NodeResources(cells=tuple(cells), devices=tuple(devices), kubelet=kubelet)
 
@@ -146,6 +179,10 @@ def pods(draw: st.DrawFn) -> Pod:
 def test_vectorised_admission_is_the_kubelets(cluster: list[NodeResources], pod: Pod) -> None:
     """Every node called feasible is admitted by the exact kubelet model, and (node-level amounts aside,
     which never bind here) every admitted node is called feasible."""
+    _assert_vectorised_is_exact(cluster, pod)
+
+
+def _assert_vectorised_is_exact(cluster: list[NodeResources], pod: Pod) -> None:
     arrays = arrays_of(cluster)
     rows = np.arange(len(cluster), dtype=np.int64)
     result = filter_nodes(arrays, rows, demand_of(pod))
@@ -154,6 +191,15 @@ def test_vectorised_admission_is_the_kubelets(cluster: list[NodeResources], pod:
         assert bool(result.feasible[position]) == expected.admit, (node, pod, result.reason(position), expected)
         if not result.feasible[position]:
             assert result.reason(position)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(nodes(memory_manager=True), min_size=1, max_size=6), containers("c", guaranteed=True))
+def test_vectorised_admission_with_memory_groups_is_the_kubelets(cluster: list[NodeResources], app: Container) -> None:
+    """The same on nodes whose Static memory manager holds other pods' memory: the groups decide which
+    masks the memory provider hints, and a Guaranteed pod of one container is decided by the vectorised
+    rules but for best-effort with a group of 3+ cells and a single-NUMA assignment inside a group."""
+    _assert_vectorised_is_exact(cluster, Pod((app,), qos=QOSClass.GUARANTEED))
 
 
 def _node(
@@ -199,6 +245,86 @@ def test_best_effort_admits_whatever_fits_the_node() -> None:
     assert filter_nodes(arrays_of([node]), np.array([0]), demand_of(_pod(6))).feasible[0]
     result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(_pod(9)))
     assert result.reason(0) == "not enough CPUs left for exclusive allocation"
+
+
+def _memory_node(
+    policy: TopologyPolicy, cells: Sequence[tuple[int, tuple[int, ...]]], gpus: Sequence[int] = ()
+) -> NodeResources:
+    """Cells as (free GiB of memory, the memory manager's group: () for none) with ids 0..; one free GPU on
+    each cell of ``gpus``; Static memory manager, no CPU manager."""
+    return NodeResources(
+        cells=tuple(
+            NumaCellResources(
+                i,
+                0,
+                0,
+                (MemoryPool("memory", gib * GIB, gib * GIB),),
+                memory_group=group,
+                memory_assignments=len(group),
+            )
+            for i, (gib, group) in enumerate(cells)
+        ),
+        devices=tuple(DeviceGroup(GPU, (i,), 1, 1) for i in gpus),
+        kubelet=KubeletConfig(topology_policy=policy, memory_manager_policy=MemoryManagerPolicy.STATIC),
+    )
+
+
+def _memory_pod(gib: int, gpus: int = 0) -> Pod:
+    container = Container("c", cpu_millis=500, memory=gib * GIB, devices=((GPU, gpus),) if gpus else ())
+    return Pod(containers=(container,), qos=QOSClass.GUARANTEED)
+
+
+def _verdict(node: NodeResources, pod: Pod) -> tuple[bool, str, list[int]]:
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(pod))
+    assert bool(result.feasible[0]) == admit(node, pod).admit
+    return bool(result.feasible[0]), result.reason(0), list(result.exact_rows)
+
+
+def _without_groups(node: NodeResources) -> NodeResources:
+    return replace(node, cells=tuple(replace(c, memory_group=(), memory_assignments=0) for c in node.cells))
+
+
+def test_a_cell_used_alone_joins_no_multi_numa_memory_hint() -> None:
+    # 6 GiB need both cells; cell 0 already holds a single-NUMA assignment (calculateHints: len(Cells) == 1).
+    node = _memory_node(TopologyPolicy.RESTRICTED, [(4, (0,)), (4, ())])
+    assert _verdict(_without_groups(node), _memory_pod(6))[0]
+    assert _verdict(node, _memory_pod(6)) == (
+        False,
+        "kubelet restricted: no NUMA set is preferred by every resource",
+        [],
+    )
+    # Under none the memory manager's default hint is one of its hints: there is none either.
+    loose = replace(node, kubelet=replace(node.kubelet, topology_policy=TopologyPolicy.NONE))
+    feasible, reason, _ = _verdict(loose, _memory_pod(6))
+    assert not feasible
+    assert reason.startswith("kubelet memory manager:")
+    # A cell of a multi-NUMA group gives no single-cell hint; the group itself is one.
+    grouped = _memory_node(TopologyPolicy.SINGLE_NUMA_NODE, [(4, (0, 1)), (4, (0, 1))])
+    assert not _verdict(grouped, _memory_pod(2))[0]
+    assert _verdict(
+        replace(grouped, kubelet=replace(grouped.kubelet, topology_policy=TopologyPolicy.RESTRICTED)), _memory_pod(6)
+    )[0]
+
+
+def test_best_effort_with_a_group_of_three_cells_uses_the_exact_model() -> None:
+    # The GPUs' hint {2, 3} lies strictly inside the group {0, 2, 3}: the merged hint is {2, 3}, whose free
+    # memory holds the pod, and the memory manager refuses it (isAffinityViolatingNUMAAllocations).
+    node = _memory_node(
+        TopologyPolicy.BEST_EFFORT, [(0, (0, 2, 3)), (1, ()), (0, (0, 2, 3)), (1, (0, 2, 3))], gpus=(2, 3)
+    )
+    assert _verdict(_without_groups(node), _memory_pod(1, gpus=2))[0]
+    feasible, reason, exact = _verdict(node, _memory_pod(1, gpus=2))
+    assert not feasible
+    assert "preferred hint violates NUMA node allocation" in reason
+    assert exact == [0]
+
+
+def test_a_single_numa_assignment_inside_a_group_uses_the_exact_model() -> None:
+    # Cell 2 was given memory alone after the group {0, 2} was formed: no memory hint is left (cell 0 is in
+    # a group, the group has a cell used alone), so the memory manager hints nothing and the GPU's hint {0}
+    # wins; cell 0's free memory holds the pod and the kubelet admits it there.
+    node = _memory_node(TopologyPolicy.BEST_EFFORT, [(1, (0, 2)), (0, ()), (0, (2,)), (0, ())], gpus=(0,))
+    assert _verdict(node, _memory_pod(1, gpus=1)) == (True, "", [0])
 
 
 def test_container_scope_with_several_containers_uses_the_exact_model() -> None:

@@ -24,11 +24,29 @@ Masks over cells a node lacks never matter: such a cell has zero total and zero 
 containing it is never the narrowest one that fits. Quantities are float64 (exact for integers below 2**53):
 cell arrays count CPUs, bytes and devices; node arrays count millicores, bytes and devices.
 
+The Static memory manager's existing NUMA assignments (``NodeArrays.memory_group``, from the pods we know)
+limit the memory hints (``memorymanager/policy_static.go``, ``calculateHints``): a mask is a hint only if
+each of its cells holds no assignment or has exactly that mask as its group, so a cell of a multi-NUMA group
+gives no single-cell hint and a cell holding a single-NUMA assignment joins no multi-NUMA mask. The
+memory provider's ``fits`` is on those masks only; ``min_affinity`` is not (``minAffinitySize`` is counted
+before the group checks). Where the groups partition their cells (every cell of a group has the group as
+its own), a provider without hints means nothing fits anywhere, and:
+
+* ``none``: the memory manager's default hint (``getDefaultHint``) is one of its hints: admitted iff a
+  hint fits (whatever the groups).
+* ``best-effort``: the same. The merged hint lies within a memory hint; ``Allocate`` extends a merged hint
+  whose free memory falls short (``extendTopologyManagerHint``), and takes one that suffices as it is;
+  as it is, only a multi-NUMA mask strictly inside a group of 3+ cells breaks the groups
+  (``isAffinityViolatingNUMAAllocations``), so a group of 3+ cells sends the node to the exact model.
+* ``restricted`` and ``single-numa-node``: the rules above, on the masks the groups allow.
+
 Not decided here, sent to the exact model: a pod with several containers (init containers count) on a
 container-scope node whose Topology Manager aligns anything (the kubelet merges and allocates container by
 container), or on a node whose Static memory manager pins a Guaranteed pod's memory (each container's
-allocation forms NUMA groups that constrain the next one, whatever the scope).
-The memory manager's multi-NUMA groups are not published by the kubelet, so they are assumed absent.
+allocation forms NUMA groups that constrain the next one, whatever the scope). For a Guaranteed pod on a
+Static memory manager: a ``best-effort`` node with a memory group of 3 or more cells, and a node (any policy
+but ``none``) whose groups do not partition their cells (a single-NUMA assignment made inside a group: a
+cell then takes memory that no hint offers it, as the merged hint of the other providers).
 """
 
 from __future__ import annotations
@@ -57,6 +75,8 @@ from placement.core.topology_manager import (
 )
 from placement.core.vocabulary import (
     CPU,
+    GPU_MILLI,
+    GPU_RESOURCE,
     GPU_SHARE,
     MAX_NUMA,
     MEMORY,
@@ -64,12 +84,14 @@ from placement.core.vocabulary import (
     BoolArray,
     FloatArray,
     IntArray,
+    MemoryGroupArray,
     NodeArrays,
     PodDemand,
     PolicyCode,
     Rejected,
     RejectionKind,
     ScopeCode,
+    SmallIntArray,
     is_memory_resource,
 )
 
@@ -86,7 +108,10 @@ def _all_masks(cells: int) -> tuple[FloatArray, IntArray]:
 
 
 MASKS, POPCOUNT = _all_masks(MAX_NUMA)
+MASK_VALUES: IntArray = np.arange(1, 1 << MAX_NUMA, dtype=np.int64)  # the bitmask of each row of MASKS
 _NO_FIT = MAX_NUMA + 1  # min affinity of a provider whose request no mask's total covers
+_CELL_BITS: IntArray = np.left_shift(1, np.arange(MAX_NUMA, dtype=np.int64))  # the one-cell masks
+_CELLS_IN_GROUP: IntArray = np.concatenate([[0], POPCOUNT])  # a memory group's bitmask -> its cell count
 
 
 def _any_cell(values: BoolArray) -> BoolArray:
@@ -150,6 +175,8 @@ class _Provider:
     columns: tuple[int, ...]
     requests: tuple[float, ...]
     active: BoolArray  # [N] whether the provider gives hints on the node
+    # [N, K] the memory manager's groups where the provider hints (0 elsewhere); None when no row has any.
+    groups: MemoryGroupArray | None = None
 
 
 class _View:
@@ -193,17 +220,29 @@ def filter_nodes(
         RejectionKind.KUBELET_TOPOLOGY,
     )
     providers = _providers(arrays, rows, demand, view)
+    # The memory provider, where the memory manager holds groups on some candidate (else None).
+    memory = next((p for p in providers if p.groups is not None), None)
     # Several containers are allocated one after another: under container scope each gets its own merge,
     # and under any scope the memory manager's groups formed by the first constrain the next.
-    exact = (
-        (demand.containers > 1)
-        & (
-            ((arrays.scope[rows] == ScopeCode.CONTAINER) & (policy != PolicyCode.NONE))
-            | (arrays.memory_static[rows] & demand.guaranteed)
-        )
-        & ~too_many
+    exact = (demand.containers > 1) & (
+        ((arrays.scope[rows] == ScopeCode.CONTAINER) & (policy != PolicyCode.NONE))
+        | (arrays.memory_static[rows] & demand.guaranteed)
     )
+    if memory is not None and memory.groups is not None:
+        exact |= _beyond_the_group_rules(memory.groups, policy)
+    exact &= ~too_many
     vector = (reasons.codes == 0) & ~exact
+    if memory is not None and memory.groups is not None:
+        # none and best-effort admit at the merge; the memory manager still needs a hint that fits.
+        merge_admits = (policy == PolicyCode.NONE) | (policy == PolicyCode.BEST_EFFORT)
+        loose = vector & merge_admits & ~too_many & _any_cell(memory.groups != 0)
+        if loose.any():
+            reasons.reject(
+                loose & ~_memory_hint_fits(memory, view, loose),
+                "kubelet memory manager: the NUMA cells with room for the memory are bound to other pods' "
+                "memory groups",
+                RejectionKind.KUBELET_TOPOLOGY,
+            )
     single = vector & (policy == PolicyCode.SINGLE_NUMA_NODE)
     restricted = vector & (policy == PolicyCode.RESTRICTED)
     if single.any():
@@ -269,12 +308,14 @@ def _providers(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _Vie
         providers.append(_Provider(CPU, (cpu,), (float(demand.exclusive_cpus),), arrays.cpu_static[rows]))
     memory = [(arrays.column(n), r) for n, r in demand.memory_requests if r > 0]
     if demand.guaranteed and memory and all(column is not None for column, _ in memory):
+        active = arrays.memory_static[rows]
         providers.append(
             _Provider(
                 MEMORY,
                 tuple(c for c, _ in memory if c is not None),
                 tuple(r for _, r in memory),
-                arrays.memory_static[rows],
+                active,
+                _memory_groups(arrays, rows, active),
             )
         )
     for name, request in demand.device_requests:
@@ -283,6 +324,16 @@ def _providers(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _Vie
             # deviceHasTopologyAlignment: some device of the resource reports a NUMA node.
             providers.append(_Provider(name, (column,), (request,), view.total(column).sum(axis=1) > 0))
     return providers
+
+
+def _memory_groups(arrays: NodeArrays, rows: IntArray, active: BoolArray) -> MemoryGroupArray | None:
+    """[N, K] the memory manager's groups of ``rows`` where the memory provider hints (0 elsewhere); None
+    where no such row holds any, which is the common case and is told without gathering the rows' cells."""
+    words = arrays.memory_group.view(np.uint64)[:, 0]  # a node's MAX_NUMA one-byte groups as one word
+    if not words.any():
+        return None
+    grouped = (words[rows] != 0) & active
+    return arrays.memory_group[rows] * grouped[:, None] if grouped.any() else None
 
 
 Amounts = Callable[[int], FloatArray]  # resource column -> [N, K] amounts of the rows in question
@@ -329,10 +380,47 @@ def _narrowest(provider: _Provider, total: Amounts) -> IntArray:
     return narrowest
 
 
+def _beyond_the_group_rules(groups: MemoryGroupArray, policy: SmallIntArray) -> BoolArray:
+    """[N]: nodes whose memory groups the vectorised rules do not decide (see the module docstring):
+    under best-effort a group of 3+ cells; under any policy but none groups that do not partition their
+    cells."""
+    held = groups.astype(np.int64)
+    in_group = (held[:, :, None] & _CELL_BITS[None, None, :]) != 0  # [N, cell, cell of its group]
+    same = held[:, :, None] == held[:, None, :]
+    partition = np.logical_and.reduce((~in_group | same).reshape(len(held), -1), axis=1)
+    wide = _CELLS_IN_GROUP[groups].max(axis=1) >= 3
+    result: BoolArray = ((policy == PolicyCode.BEST_EFFORT) & wide) | ((policy != PolicyCode.NONE) & ~partition)
+    return result
+
+
+def _groups_allow(groups: MemoryGroupArray, masks: IntArray) -> BoolArray:
+    """[n, M]: whether the memory manager's groups let a hint use each mask (``masks``: bitmasks over cell
+    positions). ``calculateHints`` drops a single cell already in a group with other cells, and a multi-NUMA
+    mask with a cell used alone or by a different group (``areGroupsEqual``); so every cell of the mask
+    holds no assignment or has exactly the mask as its group."""
+    in_mask = (masks[:, None] & _CELL_BITS[None, :]) != 0  # [M, K]
+    group = groups.astype(np.int64)[:, None, :]  # [n, 1, K]
+    conflict = in_mask[None, :, :] & (group != 0) & (group != masks[None, :, None])
+    allowed: BoolArray = ~np.logical_or.reduce(conflict, axis=2)
+    return allowed
+
+
+def _memory_hint_fits(memory: _Provider, view: _View, rows: BoolArray) -> BoolArray:
+    """[N]: on ``rows``, some mask the memory manager's groups allow has every memory type free."""
+    assert memory.groups is not None
+    subset = np.flatnonzero(rows)
+    fits = _masks_fit(memory, _rows_of(view.free, subset), MASKS) & _groups_allow(memory.groups[subset], MASK_VALUES)
+    result = np.zeros(rows.shape, dtype=np.bool_)
+    result[subset] = _any_cell(fits)
+    return result
+
+
 def _single_numa_admits(providers: Sequence[_Provider], view: _View, rows: BoolArray) -> BoolArray:
     ok = view.valid_cell.copy()
     for provider in providers:
         preferred = _cells_fit(provider, view.free) & _any_cell(_cells_fit(provider, view.total))[:, None]
+        if provider.groups is not None:
+            preferred &= _groups_allow(provider.groups, _CELL_BITS)
         ok &= preferred | ~provider.active[:, None]
     return _any_cell(ok) & rows
 
@@ -350,7 +438,8 @@ def _restricted_admits(providers: Sequence[_Provider], view: _View, rows: BoolAr
         active = provider.active[subset]
         if not active.any():
             continue
-        active_providers.append((provider, active))
+        groups = None if provider.groups is None else provider.groups[subset]
+        active_providers.append((provider, active, groups))
         narrowest = _narrowest(provider, total)
         agree &= ~active | (width == 0) | (width == narrowest)
         width = np.where(active & (width == 0), narrowest, width)
@@ -363,23 +452,36 @@ def _restricted_admits(providers: Sequence[_Provider], view: _View, rows: BoolAr
             continue  # no provider hints: the merge is {any, preferred}
         if w == 1:
             fit = view.valid_cell[subset][at]
-            for provider, active in active_providers:
-                fit &= _cells_fit(provider, _rows_of(free, at)) | ~active[at][:, None]
+            for provider, active, groups in active_providers:
+                cell_fit = _cells_fit(provider, _rows_of(free, at))
+                if groups is not None:
+                    cell_fit &= _groups_allow(groups[at], _CELL_BITS)
+                fit &= cell_fit | ~active[at][:, None]
             admitted[at] = _any_cell(fit)
             continue
         whole = at & (cells == w)
         if whole.any():
             fit_all = np.ones(int(whole.sum()), dtype=np.bool_)
-            for provider, active in active_providers:
+            for provider, active, groups in active_providers:
                 for column, request in zip(provider.columns, provider.requests, strict=True):
                     fit_all &= (free(column)[whole].sum(axis=1) >= request) | ~active[whole]
+                if groups is not None:
+                    # The mask of every cell: each cell holds no assignment or the whole node as its group.
+                    held = groups[whole].astype(np.int64)
+                    every_cell = np.left_shift(1, cells[whole]) - 1
+                    allowed = np.logical_and.reduce((held == 0) | (held == every_cell[:, None]), axis=1)
+                    fit_all &= allowed | ~active[whole]
             admitted[whole] = fit_all
         partial = at & (cells != w)
         if partial.any():
-            masks = MASKS[w == POPCOUNT]
+            of_width = w == POPCOUNT
+            masks = MASKS[of_width]
             fit = np.ones((int(partial.sum()), len(masks)), dtype=np.bool_)
-            for provider, active in active_providers:
-                fit &= _masks_fit(provider, _rows_of(free, partial), masks) | ~active[partial][:, None]
+            for provider, active, groups in active_providers:
+                mask_fit = _masks_fit(provider, _rows_of(free, partial), masks)
+                if groups is not None:
+                    mask_fit &= _groups_allow(groups[partial], MASK_VALUES[of_width])
+                fit &= mask_fit | ~active[partial][:, None]
             admitted[partial] = _any_cell(fit)
     result = np.zeros(rows.shape, dtype=np.bool_)
     result[subset] = admitted
@@ -490,37 +592,72 @@ def pod_of(demand: PodDemand) -> Pod:
     )
 
 
+def memory_groups(pods: Iterable[tuple[PodDemand, Sequence[int]]]) -> MemoryGroupArray:
+    """One node's ``NodeArrays.memory_group`` row: the Static memory manager's state for the pods we know on
+    it, each given by its demand and the positions of its cells.
+
+    A Guaranteed pod's memory and hugepages are pinned to its cells as one group (``updateMachineState``
+    sets each cell's ``Cells`` to the mask and counts an assignment); a pod on one cell is a single-NUMA
+    assignment. A single-NUMA assignment inside a multi-NUMA group keeps its own cell single, the group's
+    other cells keep the group: the kubelet makes such a pod only after the group (its best-effort merge
+    may pin memory to one cell of a group whose free memory holds it), and the latest allocation sets
+    ``Cells``. Multi-NUMA groups that share a cell are read as their union (records that disagree with
+    each other; the kubelet never admits overlapping groups).
+    """
+    groups = np.zeros(MAX_NUMA, dtype=np.uint8)
+    singles = 0
+    for demand, positions in pods:
+        if not demand.guaranteed or not any(amount > 0 for _, amount in demand.memory_requests):
+            continue
+        if len(positions) == 1:
+            singles |= 1 << positions[0]
+            continue
+        mask = 0
+        for k in positions:
+            mask |= (1 << k) | int(groups[k])
+        groups[[k for k in range(MAX_NUMA) if mask >> k & 1]] = mask
+    for k in range(MAX_NUMA):
+        if singles >> k & 1:
+            groups[k] = 1 << k
+    return groups
+
+
 def node_resources(arrays: NodeArrays, row: int) -> NodeResources:
-    """One row as the exact Topology Manager model reads it (no memory-manager groups: not published)."""
+    """One row as the exact Topology Manager model reads it."""
     count = int(arrays.numa_count[row])
     cpu = arrays.column(CPU)
+    ids = [int(i) for i in arrays.cell_ids[row, : min(count, MAX_NUMA)]]
     cells: list[NumaCellResources] = []
-    for slot in range(min(count, MAX_NUMA)):
+    for slot, numa_id in enumerate(ids):
         pools = tuple(
             MemoryPool(name, int(arrays.cell_total[c, row, slot]), int(arrays.cell_free[c, row, slot]))
             for c, name in enumerate(arrays.resources)
             if is_memory_resource(name)
         )
+        group = int(arrays.memory_group[row, slot])
         cells.append(
             NumaCellResources(
-                id=int(arrays.cell_ids[row, slot]),
+                id=numa_id,
                 cpus=0 if cpu is None else int(arrays.cell_total[cpu, row, slot]),
                 free_cpus=0 if cpu is None else int(arrays.cell_free[cpu, row, slot]),
                 memory=pools,
+                memory_group=tuple(i for k, i in enumerate(ids) if group >> k & 1),
+                memory_assignments=1 if group else 0,
             )
         )
     devices: list[DeviceGroup] = []
     for column, name in enumerate(arrays.resources):
         if name == CPU or is_memory_resource(name):
             continue
-        in_cells = 0
         for slot, cell in enumerate(cells):
             total = int(arrays.cell_total[column, row, slot])
-            in_cells += total
             if total:
                 devices.append(DeviceGroup(name, (cell.id,), total, int(arrays.cell_free[column, row, slot])))
-        # Devices without NUMA topology count for the node-level fit only.
-        elsewhere = int(arrays.node_allocatable[column, row]) - in_cells
+        # Devices without NUMA topology count for the node-level fit only. Not node_allocatable less the
+        # cells' totals: a cell's total counts its unhealthy GPUs too ("preferred" is judged on allDevices in
+        # devicemanager/topology_hints.go, generateDeviceTopologyHints), node_allocatable only healthy ones
+        # (getAvailableDevices), so the difference undercounts the GPUs outside the cells.
+        elsewhere = _without_numa(arrays, name, row)
         if elsewhere > 0:
             free = int(arrays.node_free[column, row]) - int(arrays.cell_free[column, row, :count].sum())
             devices.append(DeviceGroup(name, (), elsewhere, max(0, min(free, elsewhere))))
@@ -531,3 +668,9 @@ def node_resources(arrays: NodeArrays, row: int) -> NodeResources:
         memory_manager_policy=MemoryManagerPolicy.STATIC if arrays.memory_static[row] else MemoryManagerPolicy.NONE,
     )
     return NodeResources(cells=tuple(cells), devices=tuple(devices), kubelet=kubelet)
+
+
+def _without_numa(arrays: NodeArrays, resource: str, row: int) -> int:
+    """Healthy devices of ``resource`` that report no NUMA node: GPUs only (each offers GPU_MILLI to shares)."""
+    gpus = int(arrays.unaligned_gpus[row])
+    return {GPU_RESOURCE: gpus, GPU_SHARE: GPU_MILLI * gpus}.get(resource, 0)

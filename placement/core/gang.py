@@ -228,6 +228,7 @@ def empty_view(arrays: NodeArrays) -> NodeArrays:
         node_free=arrays.node_allocatable.copy(),
         cell_claimed=np.zeros_like(arrays.cell_claimed),
         cell_isolated=np.zeros_like(arrays.cell_isolated),
+        memory_group=np.zeros_like(arrays.memory_group),
     )
 
 

@@ -29,6 +29,7 @@ BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 SmallIntArray = npt.NDArray[np.int8]
 CellIdArray = npt.NDArray[np.int16]
+MemoryGroupArray = npt.NDArray[np.uint8]
 
 GPU_RESOURCE = nrt.GPU_RESOURCE  # the device plugin's whole GPUs, as the agent publishes them
 MAX_NUMA = 8  # the kubelet's default max-allowable-numa-nodes; masks stay at 255
@@ -106,6 +107,13 @@ class NodeArrays:
     cell_ids: CellIdArray  # [N, K] kernel NUMA ids, -1 past the node's cells
     cell_claimed: BoolArray  # [N, K] a pod placed by us uses the cell
     cell_isolated: BoolArray  # [N, K] an isolated pod placed by us holds the cell
+    # [N, K] the Static memory manager's NUMA groups (its machine state's ``Cells`` of the cells whose
+    # ``NumberOfAssignments`` > 0) as bitmasks over cell positions, from the pods we know (whose cells we
+    # know) on a Static node: 0 for a cell holding no memory of such a pod; else the cells its memory is
+    # grouped with, itself included (only its own bit: a single-NUMA assignment). See
+    # ``feasibility.memory_groups``.
+    memory_group: MemoryGroupArray
+    unaligned_gpus: npt.NDArray[np.int16]  # [N] healthy GPUs without a NUMA node: in node_allocatable, in no cell
     bandwidth: npt.NDArray[np.float32]  # [N, K] HMAT local read bandwidth, MB/s; 0 where unknown
     spanning_bandwidth: npt.NDArray[np.float32]  # [N] mean over the cells where known; 0 where none is
     local_distance: npt.NDArray[np.float32]  # [N, K] SLIT distance of each cell to itself; 0 where unknown

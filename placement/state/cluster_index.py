@@ -17,6 +17,9 @@ How free capacity is derived, so that stale agent data never makes us over-commi
   whose cells are unknown, or spread over several cells in amounts the kubelet chooses, is charged in
   full on every candidate cell: pessimistic, and only until a report accounts for it.
 * ``node_free = allocatable - requests of every pod we know``: allocatable never accounts for pods.
+* ``memory_group``: on a Static memory manager node, the NUMA groups the kubelet's memory manager holds
+  for the Guaranteed pods we know whose cells we know (``feasibility.memory_groups``), whether or not a
+  report accounts for them: no report carries them. Pods placed by others cannot be modelled.
 
 Every public method takes ``lock``; a caller that reads ``arrays()`` and decides on them (``decide``)
 holds the lock for the whole decision, so no other decision or update interleaves.
@@ -38,6 +41,7 @@ from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
 from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.charging import charge_cells, charge_node
+from placement.core.feasibility import memory_groups
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.core.pods import PodUsage
 from placement.core.vocabulary import (
@@ -49,7 +53,9 @@ from placement.core.vocabulary import (
     BoolArray,
     FloatArray,
     IntArray,
+    MemoryGroupArray,
     NodeArrays,
+    PodDemand,
     PolicyCode,
     ScopeCode,
     is_memory_resource,
@@ -179,6 +185,8 @@ class ClusterIndex:
         )
         self.cell_claimed: BoolArray = grow(None if first else self.cell_claimed, (capacity, MAX_NUMA), np.bool_)
         self.cell_isolated: BoolArray = grow(None if first else self.cell_isolated, (capacity, MAX_NUMA), np.bool_)
+        self.memory_group: MemoryGroupArray = grow(None if first else self.memory_group, (capacity, MAX_NUMA), np.uint8)
+        self.unaligned_gpus: npt.NDArray[np.int16] = grow(None if first else self.unaligned_gpus, (capacity,), np.int16)
         self.bandwidth: npt.NDArray[np.float32] = grow(
             None if first else self.bandwidth, (capacity, MAX_NUMA), np.float32
         )
@@ -243,6 +251,8 @@ class ClusterIndex:
             self.cell_ids,
             self.cell_claimed,
             self.cell_isolated,
+            self.memory_group,
+            self.unaligned_gpus,
             self.bandwidth,
             self.spanning_bandwidth,
             self.local_distance,
@@ -302,6 +312,8 @@ class ClusterIndex:
         self.cell_ids[slot] = -1
         self.cell_claimed[slot] = False
         self.cell_isolated[slot] = False
+        self.memory_group[slot] = 0
+        self.unaligned_gpus[slot] = 0
         self.bandwidth[slot] = 0
         self.spanning_bandwidth[slot] = 0
         self.local_distance[slot] = 0
@@ -350,6 +362,7 @@ class ClusterIndex:
         gpu = self._column(GPU_RESOURCE)
         if unaligned:
             self.node_allocatable[gpu, slot] += unaligned
+            self.unaligned_gpus[slot] = unaligned
         # Every GPU also offers GPU_MILLI thousandths to pods that share one, in the same cells.
         share = self._column(GPU_SHARE)
         self.node_allocatable[share, slot] = GPU_MILLI * self.node_allocatable[gpu, slot]
@@ -477,6 +490,7 @@ class ClusterIndex:
         node_free = self.node_allocatable[:, slot].copy()
         claimed = np.zeros(MAX_NUMA, dtype=np.bool_)
         isolated = np.zeros(MAX_NUMA, dtype=np.bool_)
+        pinned_memory: list[tuple[PodDemand, list[int]]] = []  # pods whose cells we know, for memory groups
         ids = [int(i) for i in self.cell_ids[slot, :count]]
         gpu = self._resources.index(GPU_RESOURCE)
         shared_by_all: dict[int, float] = {}  # thousandths shared out of each GPU, by every pod we know
@@ -495,6 +509,7 @@ class ClusterIndex:
                 claimed[known] = True
                 if usage.isolated:
                     isolated[known] = True
+                pinned_memory.append((usage.demand, known))
             if not entry.accounted:
                 cells = known or list(range(count))
                 charge_cells(free, self._resources, usage.demand, cells, _gpu_cells(usage, node, ids))
@@ -512,6 +527,7 @@ class ClusterIndex:
         self.gpu_left[slot, : len(per_gpu)] = per_gpu
         self.cell_claimed[slot] = claimed
         self.cell_isolated[slot] = isolated
+        self.memory_group[slot] = memory_groups(pinned_memory) if self.memory_static[slot] else 0
         self.slot_changes[slot] = self.changes
 
     def _whole_gpus_as_reported(
@@ -547,6 +563,8 @@ class ClusterIndex:
             cell_ids=self.cell_ids,
             cell_claimed=self.cell_claimed,
             cell_isolated=self.cell_isolated,
+            memory_group=self.memory_group,
+            unaligned_gpus=self.unaligned_gpus,
             bandwidth=self.bandwidth,
             spanning_bandwidth=self.spanning_bandwidth,
             local_distance=self.local_distance,
