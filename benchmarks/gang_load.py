@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -36,13 +35,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import grpc
 import numpy as np
 import psutil
 
+from benchmarks.service_child import READY, ServiceChild
 from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2 as pb
-from placement.api.v1 import placement_pb2_grpc
 from placement.core.gang import GangMember, GangPlan, NodeGpus, Workspace, plan_gang
 from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import CPU, demand_of
@@ -60,7 +58,6 @@ TICK_S = 1.0  # placement.main's ticker period
 CHURN_S = 0.25
 ABANDONED = 400
 NAMESPACE = "bench"
-_READY = "READY"
 _STATS = "STATS"
 
 
@@ -218,7 +215,7 @@ def serve_cluster(with_group: bool) -> None:
         threads = [threading.Thread(target=tick_forever), threading.Thread(target=Churn(engine).run, args=(stop,))]
         for thread in threads:
             thread.start()
-        print(f"{_READY} {port}", flush=True)
+        print(f"{READY} {port}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         stop.set()
         for thread in threads:
@@ -230,34 +227,8 @@ def serve_cluster(with_group: bool) -> None:
     print(f"{_STATS} {len(tick_times)} {mean * 1000:.1f} {max(tick_times, default=0.0) * 1000:.1f}", flush=True)
 
 
-class Child:
-    """A service child process and a channel to it."""
-
-    def __init__(self, role: Sequence[str], python_path: str | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.gang_load", *role],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().split()
-        if not line or line[0] != _READY:
-            self.process.kill()
-            raise SystemExit(f"the service did not start (exit status {self.process.wait()})")
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}")
-        self.stub = placement_pb2_grpc.PlacementStub(self.channel)
-
-    def close(self) -> str:
-        """Stops the child (closing its stdin); returns what it printed last."""
-        self.channel.close()
-        try:
-            output, _ = self.process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return ""
-        return output.strip()
+def _child(role: list[str]) -> ServiceChild:
+    return ServiceChild("benchmarks.gang_load", role)
 
 
 @dataclass(frozen=True)
@@ -271,7 +242,7 @@ class Latency:
 
 
 def filter_latency(with_group: bool, seconds: float, rate: float) -> Latency:
-    child = Child(["--serve-cluster", "group" if with_group else "idle"])
+    child = _child(["--serve-cluster", "group" if with_group else "idle"])
     try:
         names = [f"node-{n:04d}" for n in range(NODES)]
         resources = {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}
@@ -290,7 +261,7 @@ def filter_latency(with_group: bool, seconds: float, rate: float) -> Latency:
             child.stub.Filter(request, timeout=10)
             timings.append((time.perf_counter() - before) * 1000)
     finally:
-        stats = child.close().split()
+        stats = child.finish(timeout_s=30).split()
     ticks, mean, worst = (int(stats[1]), float(stats[2]), float(stats[3])) if stats[:1] == [_STATS] else (0, 0, 0)
     return Latency(statistics.median(timings), float(np.percentile(timings, 99)), len(timings), ticks, mean, worst)
 
@@ -343,7 +314,7 @@ def serve_demo() -> None:
         port = await server.start()
         ticker = threading.Thread(target=tick_forever)
         ticker.start()
-        print(f"{_READY} {port}", flush=True)
+        print(f"{READY} {port}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         stop.set()
         ticker.join()
@@ -362,7 +333,7 @@ def _cpu_percent(process: psutil.Process, seconds: float) -> float:
 
 def cpu_part(window_s: float) -> None:
     print()
-    child = Child(["--serve-demo"])
+    child = _child(["--serve-demo"])
     try:
         process = psutil.Process(child.process.pid)
         quiet = _cpu_percent(process, window_s)
@@ -385,7 +356,7 @@ def cpu_part(window_s: float) -> None:
         after_drop = _cpu_percent(process, window_s)
         remaining = child.stub.PermitStatus(pb.PermitStatusRequest(pod=pb.PodRef(namespace="ghost", name="m-0-0")))
     finally:
-        child.close()
+        child.finish(timeout_s=30)
     print(f"demo service CPU (% of one core), {ABANDONED} gRPC-only groups of 4 x 8-GPU members sent in {sent:.1f} s:")
     print(f"  no group: {quiet:.1f}%")
     print(f"  groups registered, before the permit timeout ({DEFAULT_PERMIT_TIMEOUT_S:g} s): {before_drop:.1f}%")

@@ -23,7 +23,6 @@ import asyncio
 import gc
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from typing import Any
 import grpc
 import psutil
 
+from benchmarks.service_child import READY, ServiceChild
 from placement.api.interceptor import SERVICE_NAME
 from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2 as pb
@@ -48,7 +48,6 @@ from placement.state.cluster_index import ClusterIndex
 TARGET_P99_MS = 5.0
 TARGET_DECISIONS_PER_S = 500.0
 TARGET_RSS_MB_AT_10K = 150.0
-_READY = "READY"
 _CHANGES = "CHANGES"
 DEFAULT_CHURN = 500.0  # node changes per second: one bind per decision at the target rate
 CHURN_WARM_UP = 4000  # pod events before the service answers under churn
@@ -83,7 +82,7 @@ def serve_empty() -> None:
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
-        print(f"{_READY} {port}", flush=True)
+        print(f"{READY} {port}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await server.stop(1.0)
 
@@ -148,7 +147,7 @@ def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> Non
     async def run() -> None:
         server = PlacementServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", workers=2))
         port = await server.start()
-        print(f"{_READY} {port}", flush=True)
+        print(f"{READY} {port}", flush=True)
         stop, made, started = threading.Event(), churn.made, time.monotonic()
         churner = threading.Thread(target=churn.run, args=(churn_rate, stop), kwargs={"tick_s": churn_tick_s})
         if churn_rate:
@@ -164,38 +163,19 @@ def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0) -> Non
     asyncio.run(run())
 
 
-class Service:
+class Service(ServiceChild):
     """The service child process and a channel to it."""
 
     def __init__(self, count: int, churn: float = 0.0, churn_tick_ms: float = 0.0) -> None:
         role = ["--serve", str(count), "--churn", str(churn), "--churn-tick-ms", str(churn_tick_ms)]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.placement_service", *role],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().split()
-        if not line or line[0] != _READY:
-            self.process.kill()
-            raise SystemExit(f"the service did not start (exit status {self.process.wait()})")
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}")
-        self.stub = placement_pb2_grpc.PlacementStub(self.channel)
+        super().__init__("benchmarks.placement_service", role)
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.process.pid).memory_info().rss) / 1e6
 
     def close(self) -> float:
-        """Stops the service (closing its stdin); returns the node changes per second it made under churn."""
-        self.channel.close()
-        try:
-            output, _ = self.process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return 0.0
-        line = output.split()
+        """Stops the service; returns the node changes per second it made under churn."""
+        line = self.finish(timeout_s=10).split()
         return float(line[1]) if len(line) == 2 and line[0] == _CHANGES else 0.0
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from kubenexus.topology.model import NodeTopology
+from tools.throwaway_certificates import make_certificates
 
 # Property tests judge results, not speed: on a loaded 2-core CI machine a slow example is no failure.
 settings.register_profile("kubenexus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -84,27 +85,13 @@ def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: s
 CLIENT_NAMES = ("client", "kubenexus-scheduler", "other-writer", "reader", "admin")
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture(scope="session")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA; a server certificate for 127.0.0.1 and localhost; a client certificate per ``CLIENT_NAMES``
     (``<name>.crt``, ``<name>.key``), all signed by the CA (``ca.crt``)."""
     folder = tmp_path_factory.mktemp("tls")
     try:
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
-                 "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt"))  # fmt: skip
-        leaves = [("server", "subjectAltName=IP:127.0.0.1,DNS:localhost")]
-        leaves += [(name, "extendedKeyUsage=clientAuth") for name in CLIENT_NAMES]
-        for name, extension in leaves:
-            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                     "-keyout", str(folder / f"{name}.key"), "-out", str(folder / f"{name}.csr"))  # fmt: skip
-            (folder / f"{name}.ext").write_text(extension + "\n")
-            _openssl("x509", "-req", "-in", str(folder / f"{name}.csr"), "-CA", str(folder / "ca.crt"),
-                     "-CAkey", str(folder / "ca.key"), "-CAcreateserial", "-days", "1",
-                     "-extfile", str(folder / f"{name}.ext"), "-out", str(folder / f"{name}.crt"))  # fmt: skip
+        make_certificates(folder, CLIENT_NAMES)
     except (OSError, subprocess.CalledProcessError) as error:
         pytest.skip(f"openssl cannot make test certificates: {error}")
     return folder

