@@ -351,3 +351,31 @@ def test_ticks_on_their_own_thread_never_double_book_against_concurrent_decision
         ticker.join(10)
     assert failures == []
     assert_no_overcommit(cluster)
+
+
+def test_a_slow_failed_plan_is_not_tried_again_until_its_cost_has_passed(
+    plans: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group at the cap takes ~0.1 s to plan; retried at every tick while the cluster churns, it would hold
+    the interpreter a tenth of the time. A failed plan slower than SLOW_PLAN_S waits RETRY_COST_FACTOR times
+    its duration instead, unless the group itself changes."""
+    monkeypatch.setattr(state_gangs, "SLOW_PLAN_S", -1.0)  # every plan counts as slow here
+    cluster = _cluster()
+    for name in ("a", "b"):  # one GPU taken on each node: four 4-GPU members cannot fit now, but could later
+        assert cluster.reservations.decide(PendingPod("ns", f"single-{name}", pod(gpus=1)), [name]).node == name
+    for m in [member(f"big-{i}", "big", 4, gpus=4) for i in range(4)]:
+        cluster.gangs.add_member(m)
+    [status] = cluster.gangs.tick()
+    assert status.phase is GangPhase.WAITING_FOR_CAPACITY
+    assert plans
+    plans.clear()
+    cluster.reservations.unreserve("ns", "single-a")  # the cluster changed: a retry would plan again
+    cluster.gangs.tick()
+    assert plans == []  # ... but not before the slow plan's cost has passed
+    cluster.clock.now += 60
+    cluster.gangs.tick()
+    assert plans  # planned again (and still failing: single-b holds a GPU of node b)
+    plans.clear()
+    cluster.gangs.add_member(member("big-4", "big", 4, gpus=4))  # the group changed: planned at once
+    cluster.gangs.tick()
+    assert plans

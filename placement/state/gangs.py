@@ -36,7 +36,9 @@ Life of a group (``GangPhase``)::
   stopped, while they fit ``GangConfig.budget`` members (each group counts ``GROUP_PLAN_COST`` more for
   its node filter and scores): at most two groups at the cap a tick. A group whose last try failed is
   not planned again until the cluster, its members or the hold changed; whether a group could ever fit
-  is decided once per group and set of nodes. Planning never holds the index lock, and gives up the
+  is decided once per group and set of nodes; a failed plan slower than ``SLOW_PLAN_S`` is not tried
+  again for ``RETRY_COST_FACTOR`` times its duration, unless the group changes (kube-scheduler backs
+  unschedulable pods off for the same reason). Planning never holds the index lock, and gives up the
   interpreter every ``YIELD_EVERY_S`` so that the event loop's calls do not wait on it.
 * Churn. A member deleted (or failed) after placement releases exactly its own reservation; a group that
   falls below min-available before it is bound is released entirely; members added to a placed or bound
@@ -97,6 +99,11 @@ DEFAULT_MAX_MEMBERS = 1024
 # the tick's budget.
 GROUP_PLAN_COST = 32
 YIELD_EVERY_S = 0.0005  # how long a plan holds the interpreter at most between two nodes (see _yielding)
+# A failed plan that took longer than SLOW_PLAN_S is not tried again for RETRY_COST_FACTOR times as long,
+# unless the group itself changes: a group at the cap (~0.1 s a plan) then costs the interpreter at most
+# 1/RETRY_COST_FACTOR of its time, while the small groups of most workloads are retried at every tick.
+SLOW_PLAN_S = 0.02
+RETRY_COST_FACTOR = 40.0
 
 Key = tuple[str, str]
 
@@ -236,6 +243,7 @@ class _Gang:
     candidates: tuple[str, ...] | None = None  # the last request's candidate nodes; None: every node
     verdict: _Verdict | None = None
     tried: tuple[object, ...] | None = None  # what the last failed try saw: the same again is not retried
+    retry_at: float = 0.0  # a slow failed plan is not tried again before (the coordinator's clock)
 
     def count(self, state: _State) -> int:
         return sum(1 for m in self.members.values() if m.state is state)
@@ -243,6 +251,7 @@ class _Gang:
     def changed(self) -> None:
         self.version += 1
         self.tried = None
+        self.retry_at = 0.0
 
     @property
     def priority(self) -> int:
@@ -838,8 +847,13 @@ class GangCoordinator:
             if prepared is None or isinstance(prepared, GangStatus):
                 return None if retry and prepared is None else self._status(gang)
             snapshot = self._snapshot()
+        started = time.perf_counter()
         outcome = self._plan(prepared, snapshot)
+        took = time.perf_counter() - started
         with self._index.lock:
+            slow_failure = isinstance(outcome, _Waiting) and took > SLOW_PLAN_S
+            if slow_failure and prepared.gang.version == prepared.version:  # a changed group is planned anew
+                prepared.gang.retry_at = now + RETRY_COST_FACTOR * took
             return self._commit(prepared, snapshot, outcome, now)
 
     def _prepare(self, gang: _Gang, names: list[str] | None, now: float, *, head: bool) -> _Try | GangStatus | None:
@@ -852,7 +866,7 @@ class GangCoordinator:
         starving_head = head and self._starving(gang, now)
         hold = self._hold if self._hold is not None and self._hold[0] != gang.ref else None
         memo = (self._index.changes, self._locality_version, gang.version, hold, starving_head, names)
-        if gang.tried == memo:
+        if gang.tried == memo or now < gang.retry_at:
             return None
         minimum = gang.min_available or 0
         placed = gang.count(_State.RESERVED) + gang.count(_State.BOUND)
