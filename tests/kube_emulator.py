@@ -27,6 +27,8 @@ share the test's thread. On top of kmock 0.8 (``StrictKubernetes``):
   as ADDED on each watch and never ends one).
 * **Creates** take the URL's namespace (none for a cluster-scoped object; a namespaced body naming another is
   answered 400); an existing name is answered 409 AlreadyExists.
+* **Namespaces as a resource**: kmock reads ``/api/v1/namespaces[/NAME]`` as a namespaced path that lacks
+  its collection (and answers 500); here it is the Namespace collection, or one Namespace.
 * **kubectl**: the core discovery document (kmock answers ``groupVersion: "/v1"``) and lists with their
   ``apiVersion`` and ``kind`` (kmock's carry neither, and ``resourceVersion: "..."``).
 
@@ -47,6 +49,7 @@ from typing import Any, TypeVar
 import aiohttp.web
 import attrs
 import kmock
+from kmock._internal import parsing as kmock_parsing
 
 from tests.api_conformance import violations
 
@@ -59,6 +62,20 @@ _STORING_ACTIONS = (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELET
 Json = dict[str, Any]
 Key = tuple[kmock.resource, str | None, str]  # (resource, namespace, name)
 T = TypeVar("T")
+
+
+_kmock_parse_path = kmock_parsing.parse_path
+
+
+def _parse_path(path: str) -> kmock_parsing.ParsedPath:
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:
+        name = parts[3] if len(parts) == 4 else None
+        return kmock_parsing.ParsedPath(group="", version="v1", plural="namespaces", name=name)
+    return _kmock_parse_path(path)
+
+
+kmock_parsing.parse_path = _parse_path
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -1,7 +1,9 @@
 """A placement replica (cluster feed + engine + gRPC server + leader election + binder) against kmock.
 
-The emulator gets what the shim needs beyond ``tests.kube_emulator``: Pods, Events and Leases, and the
-Binding subresource (kmock does not know it). A Binding is checked as the API server checks it: the
+The emulator gets what the shim needs beyond ``tests.kube_emulator``: Pods, Events and Leases, the
+resources the feed reads for the scheduling constraints (Namespaces, PriorityClasses,
+PersistentVolumeClaims, PersistentVolumes, StorageClasses), and the Binding subresource (kmock does not
+know it). A Binding is checked as the API server checks it: the
 strict ``v1 Binding`` schema (422), its name against the URL's (400), the pod's existence (404), its
 ``metadata.uid`` and ``resourceVersion`` preconditions and a pod already bound (409); then the pod gets
 ``spec.nodeName`` at the next resourceVersion and the pod watch hears of it. Nodes are published by the
@@ -43,11 +45,25 @@ from tests.kube_emulator import Emulator, merge_patch, refusal
 PODS = kmock.resource("", "v1", "pods")
 EVENTS = kmock.resource("", "v1", "events")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
+NAMESPACES = kmock.resource("", "v1", "namespaces")
+PRIORITY_CLASSES = kmock.resource("scheduling.k8s.io", "v1", "priorityclasses")
+CLAIMS = kmock.resource("", "v1", "persistentvolumeclaims")
+VOLUMES = kmock.resource("", "v1", "persistentvolumes")
+STORAGE_CLASSES = kmock.resource("storage.k8s.io", "v1", "storageclasses")
+# What the feed reads for the constraints: (resource, kind, singular, namespaced).
+_READ_ONLY = (
+    (NAMESPACES, "Namespace", "namespace", False),
+    (PRIORITY_CLASSES, "PriorityClass", "priorityclass", False),
+    (CLAIMS, "PersistentVolumeClaim", "persistentvolumeclaim", True),
+    (VOLUMES, "PersistentVolume", "persistentvolume", False),
+    (STORAGE_CLASSES, "StorageClass", "storageclass", False),
+)
 NAMESPACE = "kubenexus-system"
 
 
 class ShimEmulator(Emulator):
-    """``Emulator`` plus Pods, Events, Leases and the Binding subresource."""
+    """``Emulator`` plus Pods, Events, Leases, what the feed reads for the constraints, and the Binding
+    subresource. Tests set the scene with ``put_object`` and ``delete_object`` (checked as writes are)."""
 
     def __enter__(self) -> ShimEmulator:
         super().__enter__()
@@ -61,6 +77,10 @@ class ShimEmulator(Emulator):
         for resource, kind, singular in ((PODS, "Pod", "pod"), (EVENTS, "Event", "event"), (LEASES, "Lease", "lease")):
             self.kmock.resources[resource] = kmock.ResourceInfo(
                 kind=kind, singular=singular, namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
+            )
+        for resource, kind, singular, namespaced in _READ_ONLY:
+            self.kmock.resources[resource] = kmock.ResourceInfo(
+                kind=kind, singular=singular, namespaced=namespaced, verbs={"get", "list", "watch"}
             )
         self.kmock["post", PODS, kmock.subresource("binding")] << self._bind
 
@@ -89,6 +109,19 @@ class ShimEmulator(Emulator):
             await emulator.commit(key, merge_patch(pod, {"spec": {"nodeName": node}, "status": {"phase": "Pending"}}))
         self.bindings.append((str(request.namespace), name, node))
         return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
+
+    def put_object(self, resource: kmock.resource, obj: dict[str, Any]) -> None:
+        """Create or replace ``obj`` (its namespace and name from its metadata), as a controller would."""
+        metadata = obj["metadata"]
+        self.run(self.kmock.put_object((resource, metadata.get("namespace"), metadata["name"]), obj))
+
+    def delete_object(self, resource: kmock.resource, name: str, namespace: str | None = None) -> None:
+        async def delete() -> None:
+            async with self.kmock._lock:
+                self.kmock.existing((resource, namespace, name))
+                await self.kmock.commit((resource, namespace, name), None)
+
+        self.run(delete())
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self.kmock.objects[PODS, namespace, name].raw)

@@ -451,3 +451,39 @@ def test_metrics_count_latency_and_rejections(service: Service) -> None:
     service.stub.Filter(pb.FilterRequest(pod=_pod("replica", gpus=1), node_names=NODES))
     samples = generate_latest(registry).decode()
     assert 'kubenexus_placement_node_verdicts_total{source="kept"} 3.0' in samples
+
+
+def test_scheduling_fields_are_refused_alike_from_the_message_and_pod_json(service: Service) -> None:
+    message = _pod()
+    message.tolerations.add(key="example.com/gpu", operator="Exists", value="yes")
+    as_json = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "containers": [{"name": "main", "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}],
+            "tolerations": [{"key": "example.com/gpu", "operator": "Exists", "value": "yes"}],
+        },
+    }
+    refused = (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "pod ml/p: spec.tolerations[0].value: must be empty when `operator` is 'Exists'",
+    )
+    assert _code(lambda: service.stub.Filter(pb.FilterRequest(pod=message, node_names=NODES))) == refused
+    assert _code(lambda: service.stub.Filter(pb.FilterRequest(pod_json=json.dumps(as_json)))) == refused
+
+
+def test_the_pods_overhead_is_in_its_requests_and_its_fit(service: Service) -> None:
+    message = _pod(cpu="4", memory="8Gi")
+    message.overhead.update({"cpu": "250m", "memory": "128Mi"})
+    explained = service.stub.Explain(pb.ExplainRequest(pod=message, node="cpu-a"))
+    assert {r.name: r.total for r in explained.requests} == {"cpu": 4.25, "memory": 8 * GIB + 128 * 2**20}
+    assert explained.exclusive_cpus == 4  # the CPU manager pins the container's CPUs, not the overhead
+
+    node = next(n for n in service.stub.ListNodes(pb.ListNodesRequest()).nodes if n.name == "cpu-a")
+    all_free = pb.Pod(
+        namespace="ml", name="filler", containers=[pb.Container(name="c", requests={"cpu": f"{node.free_cpus:g}"})]
+    )
+    assert list(service.stub.Filter(pb.FilterRequest(pod=all_free, node_names=["cpu-a"])).feasible_nodes) == ["cpu-a"]
+    all_free.overhead["cpu"] = "100m"
+    answer = service.stub.Filter(pb.FilterRequest(pod=all_free, node_names=["cpu-a"]))
+    assert not answer.feasible_nodes
+    assert [(group.reason, list(group.nodes)) for group in answer.rejected] == [("insufficient cpu", ["cpu-a"])]

@@ -92,6 +92,9 @@ def test_rbac_grants_what_the_feed_the_binder_and_the_election_use_and_no_more()
     assert rules == {
         (("",), ("nodes",)): {"get", "list", "watch"},
         ((NRTS_PATH.split("/")[2],), ("noderesourcetopologies",)): {"get", "list", "watch"},
+        (("",), ("namespaces", "persistentvolumeclaims", "persistentvolumes")): {"get", "list", "watch"},
+        (("storage.k8s.io",), ("storageclasses",)): {"get", "list", "watch"},
+        (("scheduling.k8s.io",), ("priorityclasses",)): {"get", "list", "watch"},
         (("",), ("pods",)): {"get", "list", "watch", "patch"},
         (("",), ("pods/binding",)): {"create"},
         (("",), ("events",)): {"create"},

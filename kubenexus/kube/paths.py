@@ -3,6 +3,15 @@
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 
+# What the placement service reads besides, for the constraints kube-scheduler honours: namespaces' labels
+# (pod affinity's namespace selectors), priority classes (a pod's priorityClassName), and claims with their
+# volumes and classes (a volume's node affinity, binding on first consumer).
+NAMESPACES_PATH = "/api/v1/namespaces"
+PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+PERSISTENT_VOLUME_CLAIMS_PATH = "/api/v1/persistentvolumeclaims"
+PERSISTENT_VOLUMES_PATH = "/api/v1/persistentvolumes"
+STORAGE_CLASSES_PATH = "/apis/storage.k8s.io/v1/storageclasses"
+
 # NodeResourceTopology: the agent writes one per node, the placement service watches them.
 NRT_GROUP = "topology.node.k8s.io"
 NRT_VERSION = "v1alpha2"

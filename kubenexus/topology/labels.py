@@ -46,7 +46,7 @@ NVLINK_PARTIAL = "partial"  # some pairs NVLinked, e.g. NVLink bridges on PCIe c
 NVLINK_NONE = "none"
 
 MAX_LABEL_VALUE = 63
-_MAX_KEY_PREFIX = 253
+_MAX_DNS_SUBDOMAIN = 253
 _MIB = 1024 * 1024
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -73,10 +73,15 @@ def valid_label_value(value: str) -> bool:
     return len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE.fullmatch(value) is not None
 
 
+def valid_dns_subdomain(name: str) -> bool:
+    """An RFC 1123 subdomain of at most 253 characters: most object names (nodes, pods, claims, classes)."""
+    return len(name) <= _MAX_DNS_SUBDOMAIN and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
 def valid_label_key(key: str) -> bool:
     """A qualified name: an optional DNS-subdomain prefix and ``/``, then a name of at most 63 characters."""
     prefix, slash, name = key.rpartition("/")
-    if slash and not (len(prefix) <= _MAX_KEY_PREFIX and _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not valid_dns_subdomain(prefix):
         return False
     return len(name) <= MAX_LABEL_VALUE and _LABEL_NAME.fullmatch(name) is not None
 

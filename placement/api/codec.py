@@ -9,8 +9,11 @@ one message per node.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
@@ -41,6 +44,8 @@ KIND_TO_PB = {
     RejectionKind.INTENT: pb.REJECTION_KIND_INTENT,
     RejectionKind.ISOLATION: pb.REJECTION_KIND_ISOLATION,
     RejectionKind.HELD_FOR_GANG: pb.REJECTION_KIND_HELD_FOR_GANG,
+    RejectionKind.NODE_CONSTRAINT: pb.REJECTION_KIND_NODE_CONSTRAINT,
+    RejectionKind.POD_CONSTRAINT: pb.REJECTION_KIND_POD_CONSTRAINT,
 }
 _GANG_TO_PB = {
     GangState.PLACED: pb.GANG_STATE_PLACED,
@@ -63,6 +68,7 @@ def _container(message: pb.Container) -> ContainerSpec:
         requests=dict(message.requests),
         limits=dict(message.limits),
         restartable=message.restartable,
+        ports=[_as_json(p) for p in message.ports],
     )
 
 
@@ -74,7 +80,35 @@ def _pod(message: pb.Pod) -> PodSpec:
         annotations=dict(message.annotations),
         containers=tuple(_container(c) for c in message.containers),
         init_containers=tuple(_container(c) for c in message.init_containers),
+        node_name=message.node_name,
+        node_selector=dict(message.node_selector),
+        affinity=_as_json(message.affinity) if message.HasField("affinity") else None,
+        tolerations=[_as_json(t) for t in message.tolerations],
+        topology_spread_constraints=[_as_json(c) for c in message.topology_spread_constraints],
+        host_network=message.host_network,
+        priority=message.priority if message.HasField("priority") else None,
+        priority_class_name=message.priority_class_name,
+        scheduling_gates=tuple(gate.name for gate in message.scheduling_gates),
+        overhead=dict(message.overhead),
+        claims=tuple(message.persistent_volume_claims),
     )
+
+
+def _as_json(message: Message) -> dict[str, Any]:
+    """A message mirroring a Kubernetes type as that type's JSON: the fields set, under their JSON names
+    (``requiredDuringSchedulingIgnoredDuringExecution``, ``hostIP``), for ``validate_pod`` to read as it
+    reads ``pod_json``. A message field set but empty stays an empty object: an empty label selector."""
+    return {field.json_name: _json_value(field, value) for field, value in message.ListFields()}
+
+
+def _json_value(field: FieldDescriptor, value: Any) -> Any:
+    if field.message_type is None:
+        return list(value) if field.is_repeated else value
+    if field.message_type.GetOptions().map_entry:
+        return dict(value)  # string to string in every mirrored type
+    if field.is_repeated:
+        return [_as_json(item) for item in value]
+    return _as_json(value)
 
 
 def _pod_json(text: str) -> PodSpec:

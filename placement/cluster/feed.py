@@ -1,7 +1,15 @@
-"""Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods.
+"""Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods, and what
+the constraint plugins read besides: Namespaces, PriorityClasses, PersistentVolumeClaims, PersistentVolumes
+and StorageClasses (into ``index.facts``, ``state.scheduling_facts``).
 
 Each resource has one ``kubenexus.kube.reflector.Reflector`` thread (list, then watch with resume, relist
 on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates.
+
+Every Node object gives the facts its labels, taints, cordon and readiness, whether or not the node has a
+topology report (the facts keep them by name until the index gives the node a slot); every pod bound to
+or reserved on a node gives them a ``PlacedPod`` (``core.pods.placed_pod``), whatever its node. Objects
+are compared before they are written, so a Node or Pod status update that changes nothing the plugins
+read bumps no version.
 
 ``ClusterFeed.synced`` is True only once every initial list has landed and while every watch is
 connected. The service reports NOT_SERVING on its health check and refuses decisions while it is
@@ -20,22 +28,42 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kubenexus.kube.backoff import Backoff
 from kubenexus.kube.client import Json, KubeClient
-from kubenexus.kube.paths import NODES_PATH, NRTS_PATH, PODS_PATH
+from kubenexus.kube.paths import (
+    NAMESPACES_PATH,
+    NODES_PATH,
+    NRTS_PATH,
+    PERSISTENT_VOLUME_CLAIMS_PATH,
+    PERSISTENT_VOLUMES_PATH,
+    PODS_PATH,
+    PRIORITY_CLASSES_PATH,
+    STORAGE_CLASSES_PATH,
+)
 from kubenexus.kube.reflector import Reflector
 from kubenexus.topology.json_codec import TopologyDecodeError
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import decode_nrt
+from placement.cluster.objects import (
+    ObjectError,
+    claim_source,
+    labels_of,
+    node_facts,
+    priority_class,
+    volume_node_affinity,
+    waits_for_first_consumer,
+)
 from placement.core.annotations import pod_key
-from placement.core.pods import PodParseError, PodUsage, pod_usage, reserved_usage
+from placement.core.pods import PodParseError, PodUsage, placed_pod, pod_usage, reserved_usage
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
+from placement.state.scheduling_facts import SchedulingFacts
 
 log = logging.getLogger("kubenexus.placement.feed")
+Key = TypeVar("Key", str, tuple[str, str])
 
 
 # (node name, its labels, its topology when that changed else None)
@@ -69,12 +97,18 @@ class ClusterFeed:
         self._stop = threading.Event()
         self._topology = _TopologyHandler(index, on_node, on_node_removed)
         self._pods = _PodHandler(index, reservations, on_pod)
+        self._facts = _FactsHandler(index.facts)
         self._reflectors = tuple(
             Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
             for path, handler in (
                 (NODES_PATH, self._topology.nodes),
                 (NRTS_PATH, self._topology.nrts),
                 (PODS_PATH, self._pods),
+                (NAMESPACES_PATH, self._facts.namespaces),
+                (PRIORITY_CLASSES_PATH, self._facts.priority_classes),
+                (PERSISTENT_VOLUME_CLAIMS_PATH, self._facts.claims),
+                (PERSISTENT_VOLUMES_PATH, self._facts.volumes),
+                (STORAGE_CLASSES_PATH, self._facts.storage_classes),
             )
         )
         self._threads: list[threading.Thread] = []
@@ -117,6 +151,8 @@ class _TopologyHandler:
     Both carry the same model, but the NRT also carries the kubelet's per-zone availability, and a Node
     changes every few seconds for reasons that are not ours (status heartbeats): so a node with an NRT is
     read from it, a node without one from its annotation, and an unchanged annotation is not re-decoded.
+    Every Node, with an agent or not, also gives the scheduling facts its labels, taints, cordon and
+    readiness; facts equal to those held are not written (a heartbeat costs a read and a comparison).
     """
 
     def __init__(
@@ -128,10 +164,11 @@ class _TopologyHandler:
         self._lock = threading.Lock()
         self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         self._nrts: dict[str, Json] = {}
-        self.nodes = _Collection(self._node_changed, self._node_removed)
-        self.nrts = _Collection(self._nrt_changed, self._nrt_removed)
+        self.nodes = _Collection(self._node_changed, self._node_removed, _name)
+        self.nrts = _Collection(self._nrt_changed, self._nrt_removed, _name)
 
     def _node_changed(self, name: str, obj: Json) -> None:
+        _read(name, lambda: self._index.facts.set_node(node_facts(obj)))
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         if MODEL_KEY not in annotations:
@@ -151,6 +188,7 @@ class _TopologyHandler:
             self._annotations.pop(name, None)
             self._nrts.pop(name, None)
             self._index.remove_node(name)
+            self._index.facts.remove_node(name)
             if self._on_node_removed is not None:
                 self._on_node_removed(name)
 
@@ -189,16 +227,20 @@ class _TopologyHandler:
             )
 
 
-class _Collection:
-    """A handler over named objects: ``replace`` turns a list into changes and removals."""
+class _Collection(Generic[Key]):
+    """A handler over objects by key (name, or namespace and name): ``replace`` turns a list into changes and
+    removals."""
 
-    def __init__(self, changed: Callable[[str, Json], None], removed: Callable[[str], None]) -> None:
-        self._changed = changed
-        self._removed = removed
-        self._names: set[str] = set()
+    def __init__(
+        self, changed: Callable[[Key, Json], None], removed: Callable[[Key], None], key: Callable[[Json], Key]
+    ) -> None:
+        self._changed: Callable[[Key, Json], None] = changed
+        self._removed: Callable[[Key], None] = removed
+        self._key: Callable[[Json], Key] = key
+        self._names: set[Key] = set()
 
     def replace(self, objects: list[Json]) -> None:
-        seen = {_name(obj): obj for obj in objects}
+        seen = {self._key(obj): obj for obj in objects}
         for name in self._names - set(seen):
             self._removed(name)
         for name, obj in seen.items():
@@ -206,13 +248,47 @@ class _Collection:
         self._names = set(seen)
 
     def apply(self, kind: str, obj: Json) -> None:
-        name = _name(obj)
+        name = self._key(obj)
         if kind == "DELETED":
             self._names.discard(name)
             self._removed(name)
         else:
             self._names.add(name)
             self._changed(name, obj)
+
+
+class _FactsHandler:
+    """Namespaces, PriorityClasses, and claims with their volumes and classes, into the scheduling facts."""
+
+    def __init__(self, facts: SchedulingFacts) -> None:
+        self._facts = facts
+        self.namespaces = _Collection(self._namespace_changed, facts.remove_namespace, _name)
+        self.priority_classes = _Collection(self._priority_class_changed, facts.remove_priority_class, _name)
+        self.claims = _Collection(self._claim_changed, self._claim_removed, _namespaced_name)
+        self.volumes = _Collection(self._volume_changed, facts.remove_volume, _name)
+        self.storage_classes = _Collection(self._storage_class_changed, facts.remove_storage_class, _name)
+
+    def _namespace_changed(self, name: str, obj: Json) -> None:
+        _read(name, lambda: self._facts.set_namespace(name, labels_of(obj)))
+
+    def _priority_class_changed(self, name: str, obj: Json) -> None:
+        def write() -> None:
+            value, global_default = priority_class(obj)
+            self._facts.set_priority_class(name, value, global_default=global_default)
+
+        _read(name, write)
+
+    def _claim_changed(self, key: tuple[str, str], obj: Json) -> None:
+        _read("/".join(key), lambda: self._facts.set_claim(*key, claim_source(obj)))
+
+    def _claim_removed(self, key: tuple[str, str]) -> None:
+        self._facts.remove_claim(*key)
+
+    def _volume_changed(self, name: str, obj: Json) -> None:
+        _read(name, lambda: self._facts.set_volume(name, volume_node_affinity(obj)))
+
+    def _storage_class_changed(self, name: str, obj: Json) -> None:
+        self._facts.set_storage_class(name, wait_for_first_consumer=waits_for_first_consumer(obj))
 
 
 class _PodHandler:
@@ -240,13 +316,14 @@ class _PodHandler:
     def _changed(self, obj: Json) -> None:
         key = pod_key(obj)
         self._known.add(key)
+        finished = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        self._place(key, obj, finished)
         try:
             bound = pod_usage(obj)
             reserved = None if bound is not None else reserved_usage(obj)
         except PodParseError as error:
             log.warning("cannot count a pod; ignoring it", extra={"pod": "/".join(key), "error": str(error)})
             return
-        finished = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         self._count(key, bound, reserved, finished)
         if self._on_pod is not None:
             self._on_pod(key, bound, finished)
@@ -270,12 +347,42 @@ class _PodHandler:
             # Pending without the annotation: the binder gave up a reservation restored earlier.
             self._index.remove_pod(*key)
 
+    def _place(self, key: tuple[str, str], obj: Json, finished: bool) -> None:
+        """The pod as the constraint plugins see it: placed (bound or reserved) until it finishes or goes."""
+        facts = self._index.facts
+        try:
+            placed = None if finished else placed_pod(obj)
+        except PodParseError as error:
+            log.warning(
+                "cannot read a pod's constraints; keeping what was known",
+                extra={"pod": "/".join(key), "error": str(error)},
+            )
+            return
+        if placed is not None:
+            facts.put_pod(placed)
+        elif facts.pod(*key) is not None and (finished or key not in self._reservations.pending()):
+            facts.remove_pod(*key)  # unless a decision of this process holds it, in flight
+
     def _deleted(self, key: tuple[str, str]) -> None:
         self._known.discard(key)
+        self._index.facts.remove_pod(*key)
         self._reservations.observe_pod_deleted(*key)
         if self._on_pod is not None:
             self._on_pod(key, None, True)
 
 
+def _read(name: str, write: Callable[[], object]) -> None:
+    """Reads an object into the facts; one the feed cannot read leaves what was known of it."""
+    try:
+        write()
+    except ObjectError as error:
+        log.warning("cannot read an object; keeping what was known", extra={"object": name, "error": str(error)})
+
+
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _namespaced_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))

@@ -3,9 +3,11 @@
 A pod asked about comes from a client (the scheduler shim, a person with grpcurl) before anything checked
 it: ``PodSpec`` is the pod as the API carries it, and ``validate_pod`` turns it into the ``PendingPod`` the
 core decides on, validating every field with a message that names the pod, the container and the field
-(negative or malformed quantities, requests above limits, fractional devices, unknown intent values).
+(negative or malformed quantities, requests above limits, fractional devices, unknown intent values, and
+the scheduling fields as the API server validates them: ``placement.core.pod_constraints``).
 A pod the watch shows bound or reserved becomes a ``PodUsage`` (``pod_usage``, ``reserved_usage``) through
-the same conversion of its containers (``pod_model``), plus the placement annotations the service wrote.
+the same conversion of its containers (``pod_model``), plus the placement annotations the service wrote;
+and a ``PlacedPod`` (``placed_pod``): what the constraint plugins read of it.
 
 Every refusal is a ``PodParseError``.
 """
@@ -30,7 +32,19 @@ from placement.core.annotations import (
     InvalidValue,
     parse_ids,
 )
+from placement.core.constraints.model import HostPort, PlacedPod, PodConstraints
 from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
+from placement.core.pod_constraints import (
+    InvalidField,
+    integer,
+    label_map,
+    object_name,
+    parse_affinity,
+    parse_host_ports,
+    parse_scheduling_gates,
+    parse_tolerations,
+    parse_topology_spread,
+)
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import PodDemand, demand_of
 
@@ -45,6 +59,7 @@ MAX_POD_JSON_DEPTH = 64
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal, escapes included
 _OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
 _CPU_MEMORY = ("cpu", "memory")
+_FINISHED = ("Succeeded", "Failed")
 _QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
 _SUFFIX = {
     "": Decimal(1),
@@ -68,17 +83,24 @@ class PodParseError(ValueError):
     """A pod the service cannot read, asked about or watched; the message names the pod and the field."""
 
 
+# A JSON value as the Kubernetes API carries it (``pod_json`` as it is; the ``Pod`` message's nested fields
+# converted by the codec into the same form), checked by ``validate_pod`` alone.
+Json = Any
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     name: str
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
     restartable: bool = False  # an init container with restartPolicy: Always
+    ports: Json = ()  # ports: [{containerPort, hostPort, protocol, hostIP}]
 
 
 @dataclass(frozen=True)
 class PodSpec:
-    """A pod as the API carries it: identity, labels, annotations and containers; nothing validated yet."""
+    """A pod as the API carries it: identity, labels, annotations, containers and the scheduling fields;
+    nothing validated yet."""
 
     namespace: str
     name: str
@@ -86,12 +108,26 @@ class PodSpec:
     init_containers: tuple[ContainerSpec, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: Json = None  # {nodeAffinity, podAffinity, podAntiAffinity}
+    tolerations: Json = ()
+    topology_spread_constraints: Json = ()
+    host_network: bool = False  # the containers' ports are host ports
+    priority: int | None = None  # None: not resolved (the API server's Priority admission sets it)
+    priority_class_name: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+    overhead: Mapping[str, str] = field(default_factory=dict)  # resource name -> quantity
+    # The PersistentVolumeClaims its volumes use: persistentVolumeClaim.claimName, and for an ephemeral
+    # volume the claim the ephemeral volume controller makes for it, named <pod>-<volume>.
+    claims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class PendingPod:
-    """A validated pod to place: the kubelet-level model the core admits, its NUMA intent, and what gang
-    scheduling reads (its group labels and annotations, its priority)."""
+    """A validated pod to place: the kubelet-level model the core admits, its NUMA intent, what gang
+    scheduling reads (its group labels and annotations, its priority) and what kube-scheduler's plugins
+    read (its constraints)."""
 
     namespace: str
     name: str
@@ -99,7 +135,8 @@ class PendingPod:
     intent: PodIntent = field(default_factory=PodIntent)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    priority: int = 0  # spec.priority
+    priority: int = 0  # spec.priority; 0 when not given
+    constraints: PodConstraints = field(default_factory=PodConstraints)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -136,23 +173,35 @@ def pod_spec_from_object(document: Any) -> PodSpec:
         raise PodParseError("pod_json must be a JSON object (a Kubernetes Pod)")
     metadata = _object(document.get("metadata"), "metadata")
     spec = _object(document.get("spec"), "spec")
+    name = _string(metadata.get("name", ""), "metadata.name")
+    gates = _list(spec.get("schedulingGates"), "spec.schedulingGates")
     return PodSpec(
         namespace=_string(metadata.get("namespace", ""), "metadata.namespace"),
-        name=_string(metadata.get("name", ""), "metadata.name"),
+        name=name,
         labels=_string_map(metadata.get("labels"), "metadata.labels"),
         annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
         containers=_containers(spec.get("containers"), "spec.containers", init=False),
         init_containers=_containers(spec.get("initContainers"), "spec.initContainers", init=True),
+        node_name=_string(spec.get("nodeName", ""), "spec.nodeName"),
+        node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        affinity=spec.get("affinity"),
+        tolerations=spec.get("tolerations"),
+        topology_spread_constraints=spec.get("topologySpreadConstraints"),
+        host_network=_boolean(spec.get("hostNetwork", False), "spec.hostNetwork"),
+        priority=_priority(spec.get("priority")),
+        priority_class_name=_string(spec.get("priorityClassName", ""), "spec.priorityClassName"),
+        scheduling_gates=tuple(
+            _string(_object(gate, f"spec.schedulingGates[{i}]").get("name", ""), f"spec.schedulingGates[{i}].name")
+            for i, gate in enumerate(gates)
+        ),
+        overhead=_quantity_map(spec.get("overhead"), "spec.overhead"),
+        claims=_claims(spec.get("volumes"), name),
     )
 
 
 def _containers(value: Any, where: str, *, init: bool) -> tuple[ContainerSpec, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise PodParseError(f"{where} must be a list")
     result = []
-    for position, item in enumerate(value):
+    for position, item in enumerate(_list(value, where)):
         container = _object(item, f"{where}[{position}]")
         resources = _object(container.get("resources"), f"{where}[{position}].resources")
         result.append(
@@ -161,9 +210,44 @@ def _containers(value: Any, where: str, *, init: bool) -> tuple[ContainerSpec, .
                 requests=_quantity_map(resources.get("requests"), f"{where}[{position}].resources.requests"),
                 limits=_quantity_map(resources.get("limits"), f"{where}[{position}].resources.limits"),
                 restartable=init and container.get("restartPolicy") == "Always",
+                ports=container.get("ports"),
             )
         )
     return tuple(result)
+
+
+def _claims(value: Any, pod_name: str) -> tuple[str, ...]:
+    claims = []
+    for position, item in enumerate(_list(value, "spec.volumes")):
+        where = f"spec.volumes[{position}]"
+        volume = _object(item, where)
+        if volume.get("persistentVolumeClaim") is not None:
+            source = _object(volume["persistentVolumeClaim"], f"{where}.persistentVolumeClaim")
+            claims.append(_string(source.get("claimName", ""), f"{where}.persistentVolumeClaim.claimName"))
+        elif volume.get("ephemeral") is not None:
+            claims.append(f"{pod_name}-{_string(volume.get('name', ''), f'{where}.name')}")
+    return tuple(claims)
+
+
+def _priority(value: Any) -> int | None:
+    try:
+        return integer(value, "spec.priority")
+    except InvalidField as error:
+        raise PodParseError(str(error)) from None
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodParseError(f"{where} must be a list")
+    return value
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PodParseError(f"{where} must be true or false")
+    return value
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -216,7 +300,44 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         intent=intent,
         labels=dict(spec.labels),
         annotations=dict(spec.annotations),
+        priority=0 if spec.priority is None else spec.priority,
+        constraints=_constraints(spec, where),
     )
+
+
+def _constraints(spec: PodSpec, where: str) -> PodConstraints:
+    """The scheduling fields, validated as the API server validates them (the pod's labels included: the
+    selectors of others match them)."""
+    try:
+        label_map(spec.labels, "metadata.labels")
+        node_affinity, pod_affinity, pod_anti_affinity = parse_affinity(spec.affinity, "spec.affinity", spec.labels)
+        return PodConstraints(
+            node_name=spec.node_name and object_name(spec.node_name, "spec.nodeName"),
+            node_selector=label_map(spec.node_selector, "spec.nodeSelector"),
+            node_affinity=node_affinity,
+            pod_affinity=pod_affinity,
+            pod_anti_affinity=pod_anti_affinity,
+            tolerations=parse_tolerations(spec.tolerations, "spec.tolerations"),
+            topology_spread=parse_topology_spread(
+                spec.topology_spread_constraints, "spec.topologySpreadConstraints", spec.labels
+            ),
+            host_ports=_host_ports(spec),
+            scheduling_gates=parse_scheduling_gates(
+                spec.scheduling_gates, "spec.schedulingGates", node_name=spec.node_name
+            ),
+            priority=spec.priority,
+            priority_class_name=spec.priority_class_name
+            and object_name(spec.priority_class_name, "spec.priorityClassName"),
+            claims=tuple(dict.fromkeys(object_name(claim, "spec.volumes") for claim in spec.claims)),
+        )
+    except InvalidField as error:
+        raise PodParseError(f"{where}: {error}") from None
+
+
+def _host_ports(spec: PodSpec) -> tuple[HostPort, ...]:
+    init = [(f"spec.initContainers[{i}]", c.ports, c.restartable) for i, c in enumerate(spec.init_containers)]
+    app = [(f"spec.containers[{i}]", c.ports, True) for i, c in enumerate(spec.containers)]
+    return parse_host_ports(init + app, host_network=spec.host_network)
 
 
 def pod_model(spec: PodSpec, where: str) -> Pod:
@@ -227,6 +348,7 @@ def pod_model(spec: PodSpec, where: str) -> Pod:
     """
     all_containers = (*spec.init_containers, *spec.containers)
     amounts = [_amounts(c, f"{where} container {c.name or '?'}") for c in all_containers]
+    overhead = _parse_amounts(spec.overhead, f"{where}: spec.overhead")
     return Pod(
         containers=tuple(
             _model(c, a) for c, a in zip(spec.containers, amounts[len(spec.init_containers) :], strict=True)
@@ -235,6 +357,11 @@ def pod_model(spec: PodSpec, where: str) -> Pod:
             _model(c, a) for c, a in zip(spec.init_containers, amounts[: len(spec.init_containers)], strict=True)
         ),
         qos=_qos(amounts),
+        overhead=tuple(
+            (name, math.ceil(amount * 1000) if name == "cpu" else int(amount))
+            for name, amount in sorted(overhead.items())
+            if _counted(name)
+        ),
     )
 
 
@@ -255,27 +382,34 @@ class _Amounts:
     limits: dict[str, Decimal]
 
 
-def _amounts(container: ContainerSpec, where: str) -> _Amounts:
-    def parse(values: Mapping[str, str], kind: str) -> dict[str, Decimal]:
-        parsed = {}
-        for name, text in values.items():
-            label = f"{where}: {kind}.{name}"
-            amount = parse_quantity(text, where=label)
-            if not amount.is_finite() or amount < 0:
-                raise PodParseError(f"{label} must not be negative, got {text!r}")
-            if amount > MAX_AMOUNT:
-                raise PodParseError(f"{label} is too large: {text!r}")
-            if name not in _CPU_MEMORY and amount != amount.to_integral_value():
-                raise PodParseError(f"{label} must be a whole number, got {text!r}")
-            parsed[name] = amount
-        return parsed
+def _parse_amounts(values: Mapping[str, str], where: str) -> dict[str, Decimal]:
+    """A ResourceList: quantities by resource name, each named ``<where>.<name>`` in a refusal."""
+    parsed = {}
+    for name, text in values.items():
+        label = f"{where}.{name}"
+        amount = parse_quantity(text, where=label)
+        if not amount.is_finite() or amount < 0:
+            raise PodParseError(f"{label} must not be negative, got {text!r}")
+        if amount > MAX_AMOUNT:
+            raise PodParseError(f"{label} is too large: {text!r}")
+        if name not in _CPU_MEMORY and amount != amount.to_integral_value():
+            raise PodParseError(f"{label} must be a whole number, got {text!r}")
+        parsed[name] = amount
+    return parsed
 
-    limits = parse(container.limits, "limits")
-    requests = {**limits, **parse(container.requests, "requests")}
+
+def _amounts(container: ContainerSpec, where: str) -> _Amounts:
+    limits = _parse_amounts(container.limits, f"{where}: limits")
+    requests = {**limits, **_parse_amounts(container.requests, f"{where}: requests")}
     for name, limit in limits.items():
         if requests[name] > limit:
             raise PodParseError(f"{where}: requests.{name} {requests[name]} exceeds limits.{name} {limit}")
     return _Amounts(requests=requests, limits=limits)
+
+
+def _counted(name: str) -> bool:
+    """The resources the model counts: cpu, memory, hugepages, devices (``<domain>/<name>``)."""
+    return name in _CPU_MEMORY or name.startswith("hugepages-") or "/" in name
 
 
 def _model(container: ContainerSpec, amounts: _Amounts) -> Container:
@@ -328,7 +462,7 @@ def pod_usage(pod: Mapping[str, Any]) -> PodUsage | None:
     spec = pod.get("spec") or {}
     node = spec.get("nodeName")
     phase = (pod.get("status") or {}).get("phase")
-    if not node or phase in ("Succeeded", "Failed"):
+    if not node or phase in _FINISHED:
         return None
     namespace, name = str(metadata.get("namespace", "default")), str(metadata.get("name", ""))
     where = f"pod {namespace}/{name}"
@@ -356,6 +490,30 @@ def reserved_usage(obj: Mapping[str, Any]) -> PodUsage | None:
     # bound to the reserved node to read them the same way.
     placed = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
     return pod_usage(placed)
+
+
+def placed_pod(obj: Mapping[str, Any]) -> PlacedPod | None:
+    """What the constraint plugins read of a pod bound to a node, or reserved on one by the binder
+    (``RESERVED_NODE_KEY``, as ``reserved_usage`` reads it); None for any other pod and a finished one."""
+    metadata = obj.get("metadata") or {}
+    node = (obj.get("spec") or {}).get("nodeName") or (metadata.get("annotations") or {}).get(RESERVED_NODE_KEY)
+    if not node or (obj.get("status") or {}).get("phase") in _FINISHED:
+        return None
+    spec = pod_spec_from_object(obj)
+    namespace = spec.namespace or "default"
+    try:
+        _, pod_affinity, pod_anti_affinity = parse_affinity(spec.affinity, "spec.affinity", spec.labels)
+        return PlacedPod(
+            namespace=namespace,
+            name=spec.name,
+            node=str(node),
+            labels=label_map(spec.labels, "metadata.labels"),
+            host_ports=_host_ports(spec),
+            pod_affinity=pod_affinity,
+            pod_anti_affinity=pod_anti_affinity,
+        )
+    except InvalidField as error:
+        raise PodParseError(f"pod {namespace}/{spec.name}: {error}") from None
 
 
 def _ids(annotations: Mapping[str, str], key: str, where: str) -> tuple[int, ...]:

@@ -72,6 +72,12 @@ class RejectionKind(enum.StrEnum):
     INTENT = "intent"  # the pod's own NUMA intent cannot be met here
     ISOLATION = "isolation"  # the cells it would use are held by an isolated pod
     HELD_FOR_GANG = "held-for-gang"  # kept free for a pod group that has waited too long
+    # kube-scheduler's own constraints. The node itself refuses the pod, and evicting pods would not help
+    # (its name, selector and affinity, taints, cordon, readiness: UnschedulableAndUnresolvable upstream):
+    NODE_CONSTRAINT = "node-constraint"
+    # Pods already placed are in the way (host ports, inter-pod anti-affinity, topology spread): evicting
+    # some may help (Unschedulable upstream).
+    POD_CONSTRAINT = "pod-constraint"
 
 
 class Rejected(NamedTuple):
@@ -137,7 +143,7 @@ class NodeArrays:
 class PodDemand:
     """A pod's requests as the resource managers count them at pod level (``pod_level_request``)."""
 
-    node_requests: tuple[tuple[str, float], ...]  # node-level fit; cpu in millicores
+    node_requests: tuple[tuple[str, float], ...]  # node-level fit, the pod's overhead included; cpu in millicores
     exclusive_cpus: int  # CPU manager hints: Guaranteed pods with integral CPUs only
     memory_requests: tuple[tuple[str, float], ...]  # memory and hugepages, bytes
     device_requests: tuple[tuple[str, float], ...]  # device-plugin resources, counts
@@ -147,7 +153,8 @@ class PodDemand:
 
 
 def demand_of(pod: Pod) -> PodDemand:
-    """The pod-level requests the kubelet's pod scope would see; node-level fit uses the same totals."""
+    """The pod-level requests the kubelet's pod scope would see; the node-level fit counts the same totals and
+    the pod's overhead on top."""
     containers = pod.all_containers()
     memory_names = sorted({name for c in containers for name in memory_requests(c)})
     device_names = sorted({name for c in containers for name in device_requests(c)})
@@ -160,7 +167,7 @@ def demand_of(pod: Pod) -> PodDemand:
     cpu_millis = float(level(lambda c: c.cpu_millis))
     node_requests = ((CPU, cpu_millis),) if cpu_millis else ()
     return PodDemand(
-        node_requests=node_requests + memory + devices,
+        node_requests=_with_overhead(node_requests + memory + devices, pod.overhead),
         exclusive_cpus=level(lambda c: guaranteed_cpus(pod, c)),
         memory_requests=memory,
         device_requests=devices,
@@ -168,6 +175,18 @@ def demand_of(pod: Pod) -> PodDemand:
         containers=len(containers),
         source=pod,
     )
+
+
+def _with_overhead(
+    requests: tuple[tuple[str, float], ...], overhead: tuple[tuple[str, int], ...]
+) -> tuple[tuple[str, float], ...]:
+    """``PodRequests`` with the pod's overhead added: for the node-level fit only, never per container."""
+    if not overhead:
+        return requests
+    totals = dict(requests)
+    for name, amount in overhead:
+        totals[name] = totals.get(name, 0.0) + amount
+    return tuple((name, amount) for name, amount in totals.items() if amount > 0)
 
 
 def _amount_of(requests: Callable[[Container], dict[str, int]], name: str) -> Callable[[Container], int]:

@@ -5,7 +5,9 @@ One slot per node; slots of removed nodes are reused. Per slot the index keeps w
 kubelet policy codes, NUMA ids) plus what scoring reads (SLIT distances, HMAT bandwidth) and, outside
 the arrays, a small Python record: the report's pods fingerprint, the pods we know on the node and a
 shared reference to the node's GPU link table (interned: nodes of one machine type share one table).
-No ``NodeTopology`` is kept per node.
+No ``NodeTopology`` is kept per node. What kube-scheduler's constraint plugins read (labels, taints,
+cordon, readiness, placed pods, claims) is in ``facts`` (``state.scheduling_facts``), which the index
+tells when a slot is taken, freed or the slots grow.
 
 How free capacity is derived, so that stale agent data never makes us over-commit:
 
@@ -60,6 +62,7 @@ from placement.core.vocabulary import (
     ScopeCode,
     is_memory_resource,
 )
+from placement.state.scheduling_facts import SchedulingFacts
 from placement.state.workload import WorkloadModel
 
 _MILLI = 1000.0
@@ -145,6 +148,8 @@ class ClusterIndex:
         self._free_slots: list[int] = []
         self._pod_nodes: dict[tuple[str, str], str] = {}
         self._gpu_shapes: dict[object, GpuShape] = {}
+        # What the constraint plugins read (labels, taints, placed pods, ...), in step with the slots.
+        self.facts = SchedulingFacts(self.lock)
         self._allocate(max(1, initial_capacity))
 
     # --- storage ---------------------------------------------------------------------------------------
@@ -206,6 +211,7 @@ class ClusterIndex:
         self._slot_names.extend([None] * (capacity - old))
         self._free_slots.extend(range(capacity - 1, old - 1, -1))
         self._capacity = capacity
+        self.facts.grow(capacity)
         self.layout += 1
 
     def _column(self, name: str) -> int:
@@ -285,6 +291,7 @@ class ClusterIndex:
                 self._nodes[name] = node
                 self._slot_by_name[name] = node.slot
                 self._slot_names[node.slot] = name
+                self.facts.attach(name, node.slot)
             self._write_report(node, topology)
             self._reconcile(node)
             self._rebuild(node)
@@ -300,6 +307,7 @@ class ClusterIndex:
                 self._pod_nodes.pop(key, None)
             self._clear_slot(node.slot)
             self._slot_names[node.slot] = None
+            self.facts.detach(node.slot)
             self._free_slots.append(node.slot)
 
     def _clear_slot(self, slot: int) -> None:

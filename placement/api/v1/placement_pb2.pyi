@@ -55,6 +55,12 @@ class _RejectionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Rejecti
     """the cells it would use are held by an isolated pod"""
     REJECTION_KIND_HELD_FOR_GANG: _RejectionKind.ValueType  # 7
     """kept free for a pod group that has waited too long"""
+    REJECTION_KIND_NODE_CONSTRAINT: _RejectionKind.ValueType  # 8
+    """the node refuses the pod: name, selector, affinity, taints,"""
+    REJECTION_KIND_POD_CONSTRAINT: _RejectionKind.ValueType  # 9
+    """cordoned, not Ready (kube-scheduler: unresolvable)
+    placed pods are in the way: host ports, inter-pod
+    """
 
 class RejectionKind(_RejectionKind, metaclass=_RejectionKindEnumTypeWrapper):
     """--- Filter, Score -------------------------------------------------------------------------------------"""
@@ -74,6 +80,12 @@ REJECTION_KIND_ISOLATION: RejectionKind.ValueType  # 6
 """the cells it would use are held by an isolated pod"""
 REJECTION_KIND_HELD_FOR_GANG: RejectionKind.ValueType  # 7
 """kept free for a pod group that has waited too long"""
+REJECTION_KIND_NODE_CONSTRAINT: RejectionKind.ValueType  # 8
+"""the node refuses the pod: name, selector, affinity, taints,"""
+REJECTION_KIND_POD_CONSTRAINT: RejectionKind.ValueType  # 9
+"""cordoned, not Ready (kube-scheduler: unresolvable)
+placed pods are in the way: host ports, inter-pod
+"""
 Global___RejectionKind: _TypeAlias = RejectionKind  # noqa: Y015
 
 class _GangState:
@@ -176,6 +188,7 @@ class Container(_message.Message):
     REQUESTS_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     RESTARTABLE_FIELD_NUMBER: _builtins.int
+    PORTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     restartable: _builtins.bool
     """An init container with restartPolicy: Always (a sidecar): it keeps its resources while the pod runs."""
@@ -185,6 +198,12 @@ class Container(_message.Message):
 
     @_builtins.property
     def limits(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def ports(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContainerPort]:
+        """Its ports; those with a host_port are what kube-scheduler's NodePorts checks (an app container's or a
+        sidecar's).
+        """
+
     def __init__(
         self,
         *,
@@ -192,10 +211,11 @@ class Container(_message.Message):
         requests: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         limits: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         restartable: _builtins.bool = ...,
+        ports: _abc.Iterable[Global___ContainerPort] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "name", b"name", "requests", b"requests", "restartable", b"restartable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "name", b"name", "ports", b"ports", "requests", b"requests", "restartable", b"restartable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -203,6 +223,13 @@ Global___Container: _TypeAlias = Container  # noqa: Y015
 
 @_typing.final
 class Pod(_message.Message):
+    """The pod's scheduling fields below mirror the Kubernetes API (k8s.io/api/core/v1) field by field, and are
+    read and validated exactly as the same fields of `pod_json` are: a refusal names the Kubernetes field
+    path, e.g. spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]
+    .matchExpressions[1].operator. Operators, effects and policies are the Kubernetes strings ("In", "Exists",
+    "NoSchedule", "DoNotSchedule", "Honor").
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -245,16 +272,76 @@ class Pod(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class NodeSelectorEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class OverheadEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAMESPACE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     ANNOTATIONS_FIELD_NUMBER: _builtins.int
     CONTAINERS_FIELD_NUMBER: _builtins.int
     INIT_CONTAINERS_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    AFFINITY_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    PRIORITY_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    SCHEDULING_GATES_FIELD_NUMBER: _builtins.int
+    OVERHEAD_FIELD_NUMBER: _builtins.int
+    PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _builtins.int
+    HOST_NETWORK_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """"default" when empty"""
     name: _builtins.str
     """required"""
+    node_name: _builtins.str
+    """spec.nodeName: only this node"""
+    priority: _builtins.int
+    """spec.priority, as the API server's Priority admission sets it; unset: resolved from
+    priority_class_name (or the cluster's default class) by the service.
+    """
+    priority_class_name: _builtins.str
+    host_network: _builtins.bool
+    """every container port is a host port (host_port defaults to container_port)"""
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -269,6 +356,30 @@ class Pod(_message.Message):
 
     @_builtins.property
     def init_containers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Container]: ...
+    @_builtins.property
+    def node_selector(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def affinity(self) -> Global___Affinity: ...
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Toleration]: ...
+    @_builtins.property
+    def topology_spread_constraints(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySpreadConstraint]: ...
+    @_builtins.property
+    def scheduling_gates(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodSchedulingGate]:
+        """the pod is not scheduled while any remains"""
+
+    @_builtins.property
+    def overhead(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """spec.overhead: resource name -> quantity, counted with the pod's requests for the node's fit, never
+        in a container's (the kubelet's resource managers do not see it).
+        """
+
+    @_builtins.property
+    def persistent_volume_claims(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The PersistentVolumeClaims its volumes use, in its namespace: volumes[].persistentVolumeClaim.claimName,
+        and for an ephemeral volume the claim made for it, named <pod name>-<volume name>.
+        """
+
     def __init__(
         self,
         *,
@@ -278,14 +389,516 @@ class Pod(_message.Message):
         annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         containers: _abc.Iterable[Global___Container] | None = ...,
         init_containers: _abc.Iterable[Global___Container] | None = ...,
+        node_name: _builtins.str = ...,
+        node_selector: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        affinity: Global___Affinity | None = ...,
+        tolerations: _abc.Iterable[Global___Toleration] | None = ...,
+        topology_spread_constraints: _abc.Iterable[Global___TopologySpreadConstraint] | None = ...,
+        priority: _builtins.int | None = ...,
+        priority_class_name: _builtins.str = ...,
+        scheduling_gates: _abc.Iterable[Global___PodSchedulingGate] | None = ...,
+        overhead: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        persistent_volume_claims: _abc.Iterable[_builtins.str] | None = ...,
+        host_network: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "priority", b"priority"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "annotations", b"annotations", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "persistent_volume_claims", b"persistent_volume_claims", "priority", b"priority", "priority_class_name", b"priority_class_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
+
+Global___Pod: _TypeAlias = Pod  # noqa: Y015
+
+@_typing.final
+class ContainerPort(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTAINER_PORT_FIELD_NUMBER: _builtins.int
+    HOST_PORT_FIELD_NUMBER: _builtins.int
+    PROTOCOL_FIELD_NUMBER: _builtins.int
+    HOST_IP_FIELD_NUMBER: _builtins.int
+    container_port: _builtins.int
+    """required, 1-65535"""
+    host_port: _builtins.int
+    """0: none"""
+    protocol: _builtins.str
+    """TCP (when empty), UDP or SCTP"""
+    host_ip: _builtins.str
+    """empty or 0.0.0.0: every address"""
+    def __init__(
+        self,
+        *,
+        container_port: _builtins.int = ...,
+        host_port: _builtins.int = ...,
+        protocol: _builtins.str = ...,
+        host_ip: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_port", b"container_port", "host_ip", b"host_ip", "host_port", b"host_port", "protocol", b"protocol"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Pod: _TypeAlias = Pod  # noqa: Y015
+Global___ContainerPort: _TypeAlias = ContainerPort  # noqa: Y015
+
+@_typing.final
+class PodSchedulingGate(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodSchedulingGate: _TypeAlias = PodSchedulingGate  # noqa: Y015
+
+@_typing.final
+class Affinity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_AFFINITY_FIELD_NUMBER: _builtins.int
+    POD_AFFINITY_FIELD_NUMBER: _builtins.int
+    POD_ANTI_AFFINITY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def node_affinity(self) -> Global___NodeAffinity: ...
+    @_builtins.property
+    def pod_affinity(self) -> Global___PodAffinity: ...
+    @_builtins.property
+    def pod_anti_affinity(self) -> Global___PodAntiAffinity: ...
+    def __init__(
+        self,
+        *,
+        node_affinity: Global___NodeAffinity | None = ...,
+        pod_affinity: Global___PodAffinity | None = ...,
+        pod_anti_affinity: Global___PodAntiAffinity | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["node_affinity", b"node_affinity", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_affinity", b"node_affinity", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Affinity: _TypeAlias = Affinity  # noqa: Y015
+
+@_typing.final
+class NodeAffinity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required_during_scheduling_ignored_during_execution(self) -> Global___NodeSelector: ...
+    @_builtins.property
+    def preferred_during_scheduling_ignored_during_execution(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreferredSchedulingTerm]: ...
+    def __init__(
+        self,
+        *,
+        required_during_scheduling_ignored_during_execution: Global___NodeSelector | None = ...,
+        preferred_during_scheduling_ignored_during_execution: _abc.Iterable[Global___PreferredSchedulingTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["required_during_scheduling_ignored_during_execution", b"required_during_scheduling_ignored_during_execution"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preferred_during_scheduling_ignored_during_execution", b"preferred_during_scheduling_ignored_during_execution", "required_during_scheduling_ignored_during_execution", b"required_during_scheduling_ignored_during_execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeAffinity: _TypeAlias = NodeAffinity  # noqa: Y015
+
+@_typing.final
+class NodeSelector(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_SELECTOR_TERMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def node_selector_terms(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]:
+        """ORed; at least one"""
+
+    def __init__(
+        self,
+        *,
+        node_selector_terms: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_selector_terms", b"node_selector_terms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelector: _TypeAlias = NodeSelector  # noqa: Y015
+
+@_typing.final
+class NodeSelectorTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    MATCH_FIELDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorRequirement]:
+        """node labels; ANDed with match_fields"""
+
+    @_builtins.property
+    def match_fields(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorRequirement]:
+        """key metadata.name, In or NotIn, one node name"""
+
+    def __init__(
+        self,
+        *,
+        match_expressions: _abc.Iterable[Global___NodeSelectorRequirement] | None = ...,
+        match_fields: _abc.Iterable[Global___NodeSelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_expressions", b"match_expressions", "match_fields", b"match_fields"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelectorTerm: _TypeAlias = NodeSelectorTerm  # noqa: Y015
+
+@_typing.final
+class NodeSelectorRequirement(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    """In, NotIn, Exists, DoesNotExist, Gt, Lt"""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelectorRequirement: _TypeAlias = NodeSelectorRequirement  # noqa: Y015
+
+@_typing.final
+class PreferredSchedulingTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    PREFERENCE_FIELD_NUMBER: _builtins.int
+    weight: _builtins.int
+    """1-100"""
+    @_builtins.property
+    def preference(self) -> Global___NodeSelectorTerm: ...
+    def __init__(
+        self,
+        *,
+        weight: _builtins.int = ...,
+        preference: Global___NodeSelectorTerm | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["preference", b"preference"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preference", b"preference", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreferredSchedulingTerm: _TypeAlias = PreferredSchedulingTerm  # noqa: Y015
+
+@_typing.final
+class PodAffinity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required_during_scheduling_ignored_during_execution(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodAffinityTerm]: ...
+    @_builtins.property
+    def preferred_during_scheduling_ignored_during_execution(self) -> _containers.RepeatedCompositeFieldContainer[Global___WeightedPodAffinityTerm]: ...
+    def __init__(
+        self,
+        *,
+        required_during_scheduling_ignored_during_execution: _abc.Iterable[Global___PodAffinityTerm] | None = ...,
+        preferred_during_scheduling_ignored_during_execution: _abc.Iterable[Global___WeightedPodAffinityTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preferred_during_scheduling_ignored_during_execution", b"preferred_during_scheduling_ignored_during_execution", "required_during_scheduling_ignored_during_execution", b"required_during_scheduling_ignored_during_execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodAffinity: _TypeAlias = PodAffinity  # noqa: Y015
+
+@_typing.final
+class PodAntiAffinity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required_during_scheduling_ignored_during_execution(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodAffinityTerm]: ...
+    @_builtins.property
+    def preferred_during_scheduling_ignored_during_execution(self) -> _containers.RepeatedCompositeFieldContainer[Global___WeightedPodAffinityTerm]: ...
+    def __init__(
+        self,
+        *,
+        required_during_scheduling_ignored_during_execution: _abc.Iterable[Global___PodAffinityTerm] | None = ...,
+        preferred_during_scheduling_ignored_during_execution: _abc.Iterable[Global___WeightedPodAffinityTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preferred_during_scheduling_ignored_during_execution", b"preferred_during_scheduling_ignored_during_execution", "required_during_scheduling_ignored_during_execution", b"required_during_scheduling_ignored_during_execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodAntiAffinity: _TypeAlias = PodAntiAffinity  # noqa: Y015
+
+@_typing.final
+class PodAffinityTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    NAMESPACES_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_KEY_FIELD_NUMBER: _builtins.int
+    NAMESPACE_SELECTOR_FIELD_NUMBER: _builtins.int
+    MATCH_LABEL_KEYS_FIELD_NUMBER: _builtins.int
+    MISMATCH_LABEL_KEYS_FIELD_NUMBER: _builtins.int
+    topology_key: _builtins.str
+    """required"""
+    @_builtins.property
+    def label_selector(self) -> Global___LabelSelector:
+        """unset: matches no pod"""
+
+    @_builtins.property
+    def namespaces(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """with namespace_selector unset and no namespaces: the pod's own"""
+
+    @_builtins.property
+    def namespace_selector(self) -> Global___LabelSelector:
+        """set but empty: every namespace"""
+
+    @_builtins.property
+    def match_label_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def mismatch_label_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        label_selector: Global___LabelSelector | None = ...,
+        namespaces: _abc.Iterable[_builtins.str] | None = ...,
+        topology_key: _builtins.str = ...,
+        namespace_selector: Global___LabelSelector | None = ...,
+        match_label_keys: _abc.Iterable[_builtins.str] | None = ...,
+        mismatch_label_keys: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "namespace_selector", b"namespace_selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "match_label_keys", b"match_label_keys", "mismatch_label_keys", b"mismatch_label_keys", "namespace_selector", b"namespace_selector", "namespaces", b"namespaces", "topology_key", b"topology_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodAffinityTerm: _TypeAlias = PodAffinityTerm  # noqa: Y015
+
+@_typing.final
+class WeightedPodAffinityTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    POD_AFFINITY_TERM_FIELD_NUMBER: _builtins.int
+    weight: _builtins.int
+    """1-100"""
+    @_builtins.property
+    def pod_affinity_term(self) -> Global___PodAffinityTerm: ...
+    def __init__(
+        self,
+        *,
+        weight: _builtins.int = ...,
+        pod_affinity_term: Global___PodAffinityTerm | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod_affinity_term", b"pod_affinity_term"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pod_affinity_term", b"pod_affinity_term", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WeightedPodAffinityTerm: _TypeAlias = WeightedPodAffinityTerm  # noqa: Y015
+
+@_typing.final
+class LabelSelector(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MatchLabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MATCH_LABELS_FIELD_NUMBER: _builtins.int
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelSelectorRequirement]: ...
+    def __init__(
+        self,
+        *,
+        match_labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        match_expressions: _abc.Iterable[Global___LabelSelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_expressions", b"match_expressions", "match_labels", b"match_labels"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelSelector: _TypeAlias = LabelSelector  # noqa: Y015
+
+@_typing.final
+class LabelSelectorRequirement(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    """In, NotIn, Exists, DoesNotExist"""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelSelectorRequirement: _TypeAlias = LabelSelectorRequirement  # noqa: Y015
+
+@_typing.final
+class Toleration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    TOLERATION_SECONDS_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """empty with operator Exists: every taint"""
+    operator: _builtins.str
+    """Equal (when empty) or Exists"""
+    value: _builtins.str
+    effect: _builtins.str
+    """NoSchedule, PreferNoSchedule, NoExecute; empty: every effect"""
+    toleration_seconds: _builtins.int
+    """NoExecute only"""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        value: _builtins.str = ...,
+        effect: _builtins.str = ...,
+        toleration_seconds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "toleration_seconds", b"toleration_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "effect", b"effect", "key", b"key", "operator", b"operator", "toleration_seconds", b"toleration_seconds", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__toleration_seconds: _TypeAlias = _typing.Literal["toleration_seconds"]  # noqa: Y015
+    _WhichOneofArgType__toleration_seconds: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__toleration_seconds) -> _WhichOneofReturnType__toleration_seconds | None: ...
+
+Global___Toleration: _TypeAlias = Toleration  # noqa: Y015
+
+@_typing.final
+class TopologySpreadConstraint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_SKEW_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_KEY_FIELD_NUMBER: _builtins.int
+    WHEN_UNSATISFIABLE_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    MIN_DOMAINS_FIELD_NUMBER: _builtins.int
+    NODE_AFFINITY_POLICY_FIELD_NUMBER: _builtins.int
+    NODE_TAINTS_POLICY_FIELD_NUMBER: _builtins.int
+    MATCH_LABEL_KEYS_FIELD_NUMBER: _builtins.int
+    max_skew: _builtins.int
+    """at least 1"""
+    topology_key: _builtins.str
+    """required"""
+    when_unsatisfiable: _builtins.str
+    """DoNotSchedule or ScheduleAnyway"""
+    min_domains: _builtins.int
+    """DoNotSchedule only"""
+    node_affinity_policy: _builtins.str
+    """Honor (when unset) or Ignore"""
+    node_taints_policy: _builtins.str
+    """Ignore (when unset) or Honor"""
+    @_builtins.property
+    def label_selector(self) -> Global___LabelSelector: ...
+    @_builtins.property
+    def match_label_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        max_skew: _builtins.int = ...,
+        topology_key: _builtins.str = ...,
+        when_unsatisfiable: _builtins.str = ...,
+        label_selector: Global___LabelSelector | None = ...,
+        min_domains: _builtins.int | None = ...,
+        node_affinity_policy: _builtins.str | None = ...,
+        node_taints_policy: _builtins.str | None = ...,
+        match_label_keys: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_domains", b"_min_domains", "_node_affinity_policy", b"_node_affinity_policy", "_node_taints_policy", b"_node_taints_policy", "label_selector", b"label_selector", "min_domains", b"min_domains", "node_affinity_policy", b"node_affinity_policy", "node_taints_policy", b"node_taints_policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_domains", b"_min_domains", "_node_affinity_policy", b"_node_affinity_policy", "_node_taints_policy", b"_node_taints_policy", "label_selector", b"label_selector", "match_label_keys", b"match_label_keys", "max_skew", b"max_skew", "min_domains", b"min_domains", "node_affinity_policy", b"node_affinity_policy", "node_taints_policy", b"node_taints_policy", "topology_key", b"topology_key", "when_unsatisfiable", b"when_unsatisfiable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__min_domains: _TypeAlias = _typing.Literal["min_domains"]  # noqa: Y015
+    _WhichOneofArgType__min_domains: _TypeAlias = _typing.Literal["_min_domains", b"_min_domains"]  # noqa: Y015
+    _WhichOneofReturnType__node_affinity_policy: _TypeAlias = _typing.Literal["node_affinity_policy"]  # noqa: Y015
+    _WhichOneofArgType__node_affinity_policy: _TypeAlias = _typing.Literal["_node_affinity_policy", b"_node_affinity_policy"]  # noqa: Y015
+    _WhichOneofReturnType__node_taints_policy: _TypeAlias = _typing.Literal["node_taints_policy"]  # noqa: Y015
+    _WhichOneofArgType__node_taints_policy: _TypeAlias = _typing.Literal["_node_taints_policy", b"_node_taints_policy"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_domains) -> _WhichOneofReturnType__min_domains | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__node_affinity_policy) -> _WhichOneofReturnType__node_affinity_policy | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__node_taints_policy) -> _WhichOneofReturnType__node_taints_policy | None: ...
+
+Global___TopologySpreadConstraint: _TypeAlias = TopologySpreadConstraint  # noqa: Y015
 
 @_typing.final
 class PodRef(_message.Message):

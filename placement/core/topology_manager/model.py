@@ -100,6 +100,10 @@ class Pod:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...] = ()
     qos: QOSClass = QOSClass.BEST_EFFORT
+    # spec.overhead in the containers' units (cpu in millicores): the pod sandbox's own use. The node-level fit
+    # counts it (kube-scheduler's and the kubelet's ``PodRequests``); the resource managers, which work on
+    # containers, never see it.
+    overhead: tuple[tuple[str, int], ...] = ()
 
     def all_containers(self) -> tuple[Container, ...]:
         """Admission order: ``append(pod.Spec.InitContainers, pod.Spec.Containers...)``."""
