@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement.core.constraints.context import PodInCluster
 from placement.core.feasibility import FilterResult, filter_nodes, node_resources, pod_of
 from placement.core.fragmentation import least_fragmenting_gpu
 from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
@@ -60,9 +61,13 @@ def rank(
     intent: PodIntent | None = None,
     weights: ScoringWeights | None = None,
     gang: FloatArray | None = None,
+    constraints: PodInCluster | None = None,
 ) -> Ranking:
-    """Filter ``rows`` and score the feasible ones; ``gang`` is aligned with ``rows``."""
+    """Filter ``rows`` and score the feasible ones; ``gang`` is aligned with ``rows``. ``constraints``: the
+    pod's kube-scheduler constraints, filtered and scored with the resources (None: not judged)."""
     filtered = filter_nodes(arrays, rows, demand, intent)
+    if constraints is not None:
+        filtered = constraints.filtered(filtered)
     feasible = filtered.rows[filtered.feasible]
     scores = score_nodes(
         arrays,
@@ -72,6 +77,8 @@ def rank(
         weights=weights,
         gang=None if gang is None else gang[filtered.feasible],
     )
+    if constraints is not None:
+        scores = constraints.scored(scores)
     return Ranking(filtered=filtered, scores=scores, order=order_of(scores))
 
 

@@ -31,6 +31,10 @@ Rules (docs/gang.md):
   a member, its choice stands).
 * Members that request an RDMA NIC get GPUs that share a PCIe switch (PIX/PXB) with a NIC when such a
   set exists on the node (``NodeGpus.nic_local``).
+* kube-scheduler's constraints (``MemberRules``, judged by the caller against the cluster): each member
+  is planned only on the nodes its constraints admit, and members whose required anti-affinity on the
+  hostname selects themselves get one node each. Constraints between members beyond that (spread, pod
+  affinity to one another) are the caller's to check on the finished plan (``placement.state.gangs``).
 * Ties everywhere: the node's score (``scoring.score_nodes``, the gang component fed by the caller's
   ``preference``), then the lower slot.
 
@@ -41,13 +45,14 @@ many identical nodes runs the exact model a handful of times, not once per membe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from kubenexus.topology.model import NodeTopology, PathKind
 from placement.core.charging import charge_cells, charge_node, pinned_amounts
+from placement.core.constraints.verdicts import ConstraintVerdict, merge_with_resources
 from placement.core.decision import plan_on_node
 from placement.core.feasibility import FilterResult, allowed_cells, cell_requests, filter_nodes
 from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
@@ -81,6 +86,21 @@ class GangMember:
     demand: PodDemand
     intent: PodIntent = field(default_factory=PodIntent)
     wants_nic: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class MemberRules:
+    """kube-scheduler's constraints for the members that share them: each slot's verdict (``verdict.rows``
+    is every slot, in order), and whether two of them may share a node (``one_per_node``: a required
+    anti-affinity term on the hostname that selects the members themselves)."""
+
+    verdict: ConstraintVerdict
+    one_per_node: bool = False
+
+    def at(self, rows: IntArray) -> ConstraintVerdict:
+        """The verdict of ``rows``, in their order."""
+        v = self.verdict
+        return ConstraintVerdict(rows, v.reason_codes[rows], v.messages, v.kinds, v.stages)
 
 
 @dataclass(frozen=True)
@@ -249,6 +269,7 @@ class Workspace:
         self._shapes: dict[tuple[PodDemand, PodIntent, bool], int] = {}
         self._memo: dict[tuple[object, ...], _Outcome] = {}
         self.gang_cells: dict[int, dict[int, int]] = {}  # row -> NUMA id -> members of this gang there
+        self.apart: dict[int, set[int]] = {}  # id of a one-per-node ``MemberRules`` -> rows its members hold
 
     def gpus(self, row: int) -> NodeGpus | None:
         if row not in self._gpus:
@@ -422,18 +443,21 @@ def plan_gang(
     anchors: Sequence[int] = (),
     preference: FloatArray | None = None,
     weights: ScoringWeights | None = None,
+    rules: Mapping[tuple[str, str], MemberRules] | None = None,
 ) -> GangPlan | GangUnplaceable:
     """Plan every member at once over ``rows`` (see the module docstring), or say why not.
 
     ``anchors``: rows already holding members of this gang (bound ones, when a group scales up or a
     remainder is placed): new members pack next to them (``packed``, ``balanced``) or avoid them
     (``spread``). ``preference``: per slot, in [0, 1], the scoring's gang component (a tie-break).
+    ``rules``: each member's kube-scheduler constraints (a member without any is judged on resources only).
     """
     locality = locality or Locality.unknown(arrays.numa_count.shape[0])
     workspace = Workspace(arrays, gpus)
     opened = list(dict.fromkeys(int(r) for r in anchors))
     planned: dict[tuple[str, str], MemberPlan] = {}
-    for shape in _shapes(members):
+    rules = rules or {}
+    for shape in _shapes(members, rules):
         outcome = _place_shape(
             workspace,
             rows,
@@ -443,6 +467,7 @@ def plan_gang(
             opened=opened,
             preference=preference,
             weights=weights,
+            rule=rules.get(shape[0].key),
         )
         planned.update((p.key, p) for p in outcome[0])
         if outcome[1] is not None:
@@ -450,11 +475,12 @@ def plan_gang(
     return GangPlan(members=tuple(planned[m.key] for m in members), policy=policy)
 
 
-def _shapes(members: Sequence[GangMember]) -> list[list[GangMember]]:
-    """Members grouped by shape, the largest per-member demand first (GPUs, then CPUs, then memory)."""
-    groups: dict[tuple[PodDemand, PodIntent, bool], list[GangMember]] = {}
+def _shapes(members: Sequence[GangMember], rules: Mapping[tuple[str, str], MemberRules]) -> list[list[GangMember]]:
+    """Members grouped by shape and rules, the largest per-member demand first (GPUs, then CPUs, then memory)."""
+    groups: dict[tuple[PodDemand, PodIntent, bool, int], list[GangMember]] = {}
     for member in members:
-        groups.setdefault((member.demand, member.intent, member.wants_nic), []).append(member)
+        rule = id(rules.get(member.key))
+        groups.setdefault((member.demand, member.intent, member.wants_nic, rule), []).append(member)
 
     def size(group: list[GangMember]) -> tuple[float, float, float]:
         demand = group[0].demand
@@ -474,13 +500,21 @@ def _place_shape(
     opened: list[int],
     preference: FloatArray | None,
     weights: ScoringWeights | None,
+    rule: MemberRules | None = None,
 ) -> tuple[list[MemberPlan], str | None]:
     """Place one shape's members; appends the rows it opens to ``opened``. Returns (plans, why it stopped)."""
     arrays = workspace.arrays
     demand, intent = members[0].demand, _asked(members[0].intent)
     filtered = filter_nodes(arrays, rows, demand, intent)
+    if rule is not None:
+        filtered = merge_with_resources(filtered, rule.at(rows))
     feasible = rows[filtered.feasible]
+    apart = workspace.apart.setdefault(id(rule), set()) if rule is not None and rule.one_per_node else None
+    if apart:
+        feasible = feasible[~np.isin(feasible, np.fromiter(apart, dtype=np.int64))]
     room = member_capacity(arrays, feasible, demand)
+    if apart is not None:
+        room = np.minimum(room, 1)  # one member a node
     room_of = dict(zip(feasible.tolist(), room.tolist(), strict=True))
     used = set(opened)
     fresh = np.array([r for r in feasible.tolist() if r not in used], dtype=np.int64)
@@ -547,6 +581,8 @@ def _place_shape(
         if not pending:
             break
         fill(row, limit or room_of[row])
+    if apart is not None:
+        apart.update(plan.row for plan in plans)
     if not pending:
         return plans, None
     return plans, _why(

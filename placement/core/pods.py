@@ -138,6 +138,21 @@ class PendingPod:
     priority: int = 0  # spec.priority; 0 when not given
     constraints: PodConstraints = field(default_factory=PodConstraints)
 
+    def sorted_labels(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.labels.items()))
+
+    def placed_on(self, node: str) -> PlacedPod:
+        """The pod as the constraint plugins see it once reserved on ``node``."""
+        return PlacedPod(
+            namespace=self.namespace,
+            name=self.name,
+            node=node,
+            labels=self.sorted_labels(),
+            host_ports=self.constraints.host_ports,
+            pod_affinity=self.constraints.pod_affinity,
+            pod_anti_affinity=self.constraints.pod_anti_affinity,
+        )
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)

@@ -98,17 +98,57 @@ def fit_curve(utilisation: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class Scores:
-    """Scores of ``rows``; ``components`` are raw values in [0, 1] before weighting."""
+    """Scores of ``rows``; ``components`` are raw values in [0, 1] before weighting, ``shares`` each
+    component's share of the 100 points (a component scoring 1 earns its share)."""
 
     rows: IntArray
     total: FloatArray  # [N] in [0, 100]
     components: Mapping[str, FloatArray]
-    weights: ScoringWeights
+    shares: Mapping[str, float]
     landing_cell: IntArray  # [N] the cell slot the pod is predicted to land in; -1 when it spans the node
 
     def breakdown(self, position: int) -> dict[str, float]:
         """Points per component for one row; they add up to ``total[position]``."""
-        return {name: float(share * self.components[name][position]) for name, share in self.weights.shares.items()}
+        return {name: float(share * self.components[name][position]) for name, share in self.shares.items()}
+
+
+# What the topology score above weighs against kube-scheduler's scoring plugins, whose default weights are
+# TaintToleration 3, NodeAffinity 2, PodTopologySpread 2 and InterPodAffinity 2 (default_plugins.go): the
+# topology score counts for as much as NodeResourcesFit, BalancedAllocation and the four of them together,
+# so a pod's preferences reorder nodes of like topology, and a node far better for the pod's GPUs and NUMA
+# cells still wins over a slightly preferred one.
+TOPOLOGY_WEIGHT = 12
+CONSTRAINT_COMPONENTS = {
+    "TaintToleration": "taint-toleration",
+    "NodeAffinity": "node-affinity",
+    "PodTopologySpread": "topology-spread",
+    "InterPodAffinity": "inter-pod-affinity",
+}
+
+
+def with_constraint_scores(
+    scores: Scores, plugin_scores: Mapping[str, FloatArray], plugin_weights: Mapping[str, int]
+) -> Scores:
+    """``scores`` with kube-scheduler's constraint scores (0..100 per plugin, normalized over ``scores.rows``)
+    added as components, at their weights against ``TOPOLOGY_WEIGHT``.
+
+    A plugin that scores every row alike is left out: it cannot change the order, and leaving it out keeps
+    the points of a pod that states no preference (on nodes without PreferNoSchedule taints) as they were.
+    """
+    active = {name: score for name, score in plugin_scores.items() if len(score) and np.ptp(score) > 0}
+    if not active:
+        return scores
+    total_weight = TOPOLOGY_WEIGHT + sum(plugin_weights[name] for name in active)
+    scale = TOPOLOGY_WEIGHT / total_weight
+    components = dict(scores.components)
+    shares = {name: share * scale for name, share in scores.shares.items()}
+    total = scores.total * scale
+    for plugin, score in active.items():
+        name = CONSTRAINT_COMPONENTS[plugin]
+        components[name] = np.asarray(score, dtype=np.float64) / 100.0
+        shares[name] = 100.0 * plugin_weights[plugin] / total_weight
+        total = total + shares[name] * components[name]
+    return Scores(rows=scores.rows, total=total, components=components, shares=shares, landing_cell=scores.landing_cell)
 
 
 @dataclass(frozen=True)
@@ -216,6 +256,6 @@ def combine(
         rows=rows,
         total=total_score,
         components=components,
-        weights=weights,
+        shares=shares,
         landing_cell=parts.landing_cell,
     )

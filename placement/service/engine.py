@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from typing import Protocol
 
@@ -136,7 +136,7 @@ class PlacementEngine:
         with self.index.lock:
             known, rows, unknown = self._split_known(names)
             # Filter needs no scores: the scoring pass is the Score call's work.
-            filtered = self.verdicts.filter(rows, demand, intent)
+            filtered = self.index.judge(pending).filtered(self.verdicts.filter(rows, demand, intent))
             feasible = tuple(compress(known, filtered.feasible.tolist()))
         return FilterOutcome(feasible=feasible, rejected=ordered([*unknown, *_rejections(known, filtered)]))
 
@@ -148,12 +148,13 @@ class PlacementEngine:
             known, rows, unknown = self._split_known(names)
             arrays = self.index.arrays()
             # A scheduler scores the nodes its Filter call just passed: the cache holds their verdicts.
-            filtered = self.verdicts.filter(rows, demand, intent)
+            judged = self.index.judge(pending)
+            filtered = judged.filtered(self.verdicts.filter(rows, demand, intent))
             feasible = rows[filtered.feasible]
-            scores = combine(arrays, feasible, self.verdicts.components(feasible, demand, intent))
+            scores = judged.scored(combine(arrays, feasible, self.verdicts.components(feasible, demand, intent)))
             order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
-            weights = scores.weights.shares
+            weights = scores.shares
             points = {name: (share * scores.components[name][order]).tolist() for name, share in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
@@ -219,7 +220,8 @@ class PlacementEngine:
             if slot is None:
                 raise NodeNotFound(node)
             arrays = index.arrays()
-            ranking = rank(arrays, np.array([slot], dtype=np.int64), demand, intent=_intent(pending))
+            only = np.array([slot], dtype=np.int64)
+            ranking = rank(arrays, only, demand, intent=_intent(pending), constraints=index.judge(pending))
             exact = bool(len(ranking.filtered.exact_rows))
             refused = ranking.filtered.rejected(0)
             if refused is not None:
@@ -255,7 +257,7 @@ class PlacementEngine:
                 f"pod group {group.namespace or 'default'}/{group.name}: min_member {group.min_member} "
                 f"must be between 0 and the {len(group.members)} members sent"
             )
-        members = [_validated(member) for member in group.members]
+        members = [self._with_priority(_validated(member)) for member in group.members]
         self._require_synced()
         self._require_leader()
         # No candidates named: every node, now and later (the group keeps them for its retries).
@@ -317,7 +319,22 @@ class PlacementEngine:
         """Validate first: a bad request is the caller's to fix whatever state the cache is in."""
         pending = _validated(spec)
         self._require_synced()
-        return pending
+        return self._with_priority(pending)
+
+    def _with_priority(self, pending: PendingPod) -> PendingPod:
+        """The pod with its priority resolved as the API server's Priority admission resolves it: a pod
+        that carries ``spec.priority`` keeps it; otherwise its ``priorityClassName``'s value, or the global
+        default class's (0 without one). A class the cluster does not have is refused, as admission does."""
+        constraints = pending.constraints
+        if constraints.priority is not None:
+            return pending
+        value = self.index.facts.priority(constraints.priority_class_name)
+        if value is None:
+            raise InvalidRequest(
+                f"pod {pending.namespace}/{pending.name}: no PriorityClass with name "
+                f"{constraints.priority_class_name} was found"
+            )
+        return replace(pending, priority=value, constraints=replace(constraints, priority=value))
 
     def _require_synced(self) -> None:
         if not self.is_synced():

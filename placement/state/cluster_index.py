@@ -43,9 +43,11 @@ from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
 from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.charging import charge_cells, charge_node
+from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.context import PodInCluster
 from placement.core.feasibility import memory_groups
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
-from placement.core.pods import PodUsage
+from placement.core.pods import PendingPod, PodUsage
 from placement.core.vocabulary import (
     CPU,
     GPU_MILLI,
@@ -150,6 +152,7 @@ class ClusterIndex:
         self._gpu_shapes: dict[object, GpuShape] = {}
         # What the constraint plugins read (labels, taints, placed pods, ...), in step with the slots.
         self.facts = SchedulingFacts(self.lock)
+        self._constraint_cache = ConstraintCache()
         self._allocate(max(1, initial_capacity))
 
     # --- storage ---------------------------------------------------------------------------------------
@@ -692,6 +695,10 @@ class ClusterIndex:
             for c, name in enumerate(self._resources)
             if allocatable[c] > 0
         }
+
+    def judge(self, pod: PendingPod) -> PodInCluster:
+        """``pod``'s kube-scheduler constraints against the node facts and placed pods here (under ``lock``)."""
+        return PodInCluster(self.facts, self._constraint_cache, pod.namespace, pod.sorted_labels(), pod.constraints)
 
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:

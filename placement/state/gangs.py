@@ -73,6 +73,7 @@ from placement.core.gang import (
     GangPlan,
     GangUnplaceable,
     Locality,
+    MemberRules,
     NodeGpus,
     empty_view,
     nic_local_gpus,
@@ -83,6 +84,7 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import FloatArray, IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
+from placement.state.gang_rules import member_rules, plan_conflict, plan_in_order
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement.gangs")
@@ -223,7 +225,7 @@ class _Member:
 class _Verdict:
     """Whether the group could fit the emptied cluster, and where: decided once per group and node set."""
 
-    key: tuple[int, bytes]  # the group's version, the nodes' digest
+    key: tuple[int, int, bytes]  # the group's version, the nodes' facts version, the nodes' digest
     plan: GangPlan | GangUnplaceable
 
 
@@ -307,6 +309,9 @@ class _Try:
     head: bool  # the head of the queue: it may hold nodes when it starves
     every_node: bool  # the candidates are every node (a hold is only taken then)
     verdict: _Verdict | None  # the group's cached emptied-cluster verdict, if any
+    rules: Mapping[Key, MemberRules]  # the pending members' kube-scheduler constraints, judged now
+    node_rules: Mapping[Key, MemberRules]  # the same, kept to what the nodes decide (the emptied cluster)
+    facts: tuple[int, int]  # the facts' labels and pods versions the rules were judged at
 
 
 @dataclass(frozen=True)
@@ -865,7 +870,9 @@ class GangCoordinator:
         self._reservations.expire()  # single pods' reservations past their TTL: their room is free again
         starving_head = head and self._starving(gang, now)
         hold = self._hold if self._hold is not None and self._hold[0] != gang.ref else None
-        memo = (self._index.changes, self._locality_version, gang.version, hold, starving_head, names)
+        facts = self._index.facts
+        facts_version = (facts.labels_version, facts.pods_version)
+        memo = (self._index.changes, facts_version, self._locality_version, gang.version, hold, starving_head, names)
         if gang.tried == memo or now < gang.retry_at:
             return None
         minimum = gang.min_available or 0
@@ -880,6 +887,7 @@ class GangCoordinator:
         anchors = tuple(
             slot for m in gang.members.values() if m.node is not None and (slot := index.slot_of(m.node)) is not None
         )
+        rules, node_rules = member_rules(index, [m.pod for m in pending])
         return _Try(
             gang=gang,
             version=gang.version,
@@ -892,6 +900,9 @@ class GangCoordinator:
             head=head,
             every_node=len(rows) == len(index),
             verdict=gang.verdict,
+            rules=rules,
+            node_rules=node_rules,
+            facts=facts_version,
         )
 
     def _snapshot(self) -> _Snapshot:
@@ -938,7 +949,7 @@ class GangCoordinator:
         policy = gang.spread or SpreadPolicy.PACKED
         weights = self._config.weights
         cached = prepared.verdict
-        key = (prepared.version, snapshot.nodes_digest) if cached is not None else None
+        key = (prepared.version, prepared.facts[0], snapshot.nodes_digest) if cached is not None else None
         if cached is not None and cached.key == key and isinstance(cached.plan, GangUnplaceable):
             return _Waiting(failure=None, verdict=cached)  # it cannot fit an emptied cluster: nor this one
         result: GangPlan | GangUnplaceable | None = None
@@ -952,11 +963,12 @@ class GangCoordinator:
                 locality=snapshot.locality,
                 anchors=prepared.anchors,
                 weights=weights,
+                rules=prepared.rules,
             )
             if isinstance(result, GangPlan):
                 return result
         assert isinstance(result, GangUnplaceable)
-        key = (prepared.version, snapshot.nodes_digest)
+        key = (prepared.version, prepared.facts[0], snapshot.nodes_digest)
         if cached is None or cached.key != key:
             emptied = plan_gang(
                 empty_view(snapshot.arrays),
@@ -967,6 +979,7 @@ class GangCoordinator:
                 locality=snapshot.locality,
                 preference=_free_share(snapshot.arrays, prepared.needed[0]),
                 weights=weights,
+                rules=prepared.node_rules,
             )
             cached = _Verdict(key=key, plan=emptied)
         return _Waiting(failure=result, verdict=cached)
@@ -978,18 +991,21 @@ class GangCoordinator:
         if self._gangs.get(gang.ref) is not gang or gang.version != prepared.version:
             return self._status(gang)  # the group changed while it was planned: the next try plans it anew
         if isinstance(outcome, GangPlan):
-            if self._still_fits(outcome, snapshot, gang):
-                return self._reserve(gang, outcome, now)
+            if self._still_fits(outcome, snapshot, gang, prepared):
+                return self._reserve(gang, outcome, prepared, now)
             return self._place_now(gang, prepared, now)
         gang.verdict = outcome.verdict
         self._explain_wait(gang, prepared, outcome, snapshot, now)
         gang.tried = prepared.memo
         return self._status(gang)
 
-    def _still_fits(self, plan: GangPlan, snapshot: _Snapshot, gang: _Gang) -> bool:
-        """Nothing changed since the snapshot on the nodes the plan uses, and none is held for another group."""
+    def _still_fits(self, plan: GangPlan, snapshot: _Snapshot, gang: _Gang, prepared: _Try) -> bool:
+        """Nothing changed since the snapshot on the nodes the plan uses, nor in what the constraints read,
+        and none of the nodes is held for another group."""
         index = self._index
         if index.layout != snapshot.layout:
+            return False
+        if (index.facts.labels_version, index.facts.pods_version) != prepared.facts:
             return False
         rows = np.array(plan.rows(), dtype=np.int64)
         if bool((index.slot_changes[rows] > snapshot.changes).any()):
@@ -1009,6 +1025,8 @@ class GangCoordinator:
         self._reservations.expire()
         rows = self._candidate_rows(gang, prepared.names)
         names = self._index.slot_names()
+        rules, _ = member_rules(self._index, [m.pod for m in _pending(gang)])
+        prepared = replace(prepared, rules=rules)
         result: GangPlan | GangUnplaceable | None = None
         for batch in prepared.batches:
             result = plan_gang(
@@ -1020,19 +1038,42 @@ class GangCoordinator:
                 locality=self._locality_codes(names),
                 anchors=prepared.anchors,
                 weights=self._config.weights,
+                rules=rules,
             )
             if isinstance(result, GangPlan):
-                return self._reserve(gang, result, now)
+                return self._reserve(gang, result, prepared, now)
         assert isinstance(result, GangUnplaceable)
         if gang.waiting_since is None:
             gang.waiting_since = now
         gang.message = result.reason
         return self._status(gang)
 
-    def _reserve(self, gang: _Gang, plan: GangPlan, now: float) -> GangPlacement:
+    def _reserve(self, gang: _Gang, plan: GangPlan, prepared: _Try, now: float) -> GangPlacement | GangStatus:
+        """Reserve ``plan`` once the constraints between its members hold (else a plan made member by
+        member, ``gang_rules``); under the lock."""
         index = self._index
+        pods = {key: member.pod for key, member in gang.members.items()}
+        conflict = plan_conflict(index, pods, plan)
+        if conflict is not None:
+            batch = [gang.members[step.key] for step in plan.members]
+            ordered = plan_in_order(
+                index,
+                [(member.pod, member.plan) for member in batch],
+                self._candidate_rows(gang, prepared.names),
+                gpus=self._gpus_of,
+                policy=plan.policy,
+                weights=self._config.weights,
+            )
+            if isinstance(ordered, GangUnplaceable):
+                if gang.waiting_since is None:
+                    gang.waiting_since = now
+                gang.message = f"the plan breaks a constraint between members ({conflict}); {ordered.reason}"
+                gang.tried = prepared.memo  # the same cluster again would give the same answer
+                return self._status(gang)
+            plan = ordered
         usages = []
         placements = []
+        placed = []
         for step in plan.members:
             member = gang.members[step.key]
             node = index.name_of(step.row) or ""
@@ -1048,8 +1089,9 @@ class GangCoordinator:
                 )
             )
             placements.append(MemberPlacement(step.key[0], step.key[1], node, step.cells, step.gpus, step.pinned))
+            placed.append(member.pod.placed_on(node))
             member.placement = placements[-1]
-        self._reservations.reserve_all(usages, expires=False)
+        self._reservations.reserve_all(usages, placed, expires=False)
         for usage in usages:
             member = gang.members[usage.key]
             # ``rejected`` stays: a member released while it waited at Permit is told REJECT first, so the

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placement.core.constraints.model import PlacedPod
 from placement.core.decision import NodePlan, plan_on_node, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
@@ -126,7 +127,9 @@ class Reservations:
             rows = index.slots(names)
             demand = demand_of(request.pod)
             arrays = index.arrays()
-            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights)
+            ranking = rank(
+                arrays, rows, demand, intent=request.intent, weights=self._weights, constraints=index.judge(request)
+            )
             scores = ranking.scores
             skipped: dict[str, Rejected] = {}
             for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
@@ -147,6 +150,7 @@ class Reservations:
                         isolated=request.intent.exclusive,
                     )
                 )
+                index.facts.put_pod(request.placed_on(node))  # the next decision sees it there
                 expires_at = self._clock() + self._ttl_s
                 self._pending[key] = _Reservation(node=node, expires_at=expires_at)
                 return Decision(
@@ -172,22 +176,29 @@ class Reservations:
                 slot_names=index.slot_names(),
             )
 
-    def reserve_all(self, usages: Sequence[PodUsage], *, expires: bool = True) -> float:
+    def reserve_all(
+        self, usages: Sequence[PodUsage], placed: Sequence[PlacedPod] = (), *, expires: bool = True
+    ) -> float:
         """Reserve placements planned elsewhere (a gang's) together, under the index lock: all or none.
 
         The caller planned them on the index's arrays under the same lock hold, so they fit; a retry of a
-        pod replaces its earlier reservation, as in ``decide``. ``expires=False``: no TTL, the caller
-        releases them (a gang's permit timeout must release the whole gang, never one member). Returns
-        the expiry (``math.inf`` without TTL).
+        pod replaces its earlier reservation, as in ``decide``. ``placed``: the pods as the constraint
+        plugins see them, aligned with ``usages``. ``expires=False``: no TTL, the caller releases them (a
+        gang's permit timeout must release the whole gang, never one member). Returns the expiry
+        (``math.inf`` without TTL).
         """
+        if placed and len(placed) != len(usages):
+            raise ValueError("placed pods must be aligned with the usages")
         with self._index.lock:
             expires_at = self._clock() + self._ttl_s if expires else math.inf
             done: list[tuple[str, str]] = []
             try:
-                for usage in usages:
+                for position, usage in enumerate(usages):
                     if usage.key in self._pending:
                         self._release(usage.key)
                     self._index.assume_pod(usage)
+                    if placed:
+                        self._index.facts.put_pod(placed[position])
                     self._pending[usage.key] = _Reservation(node=usage.node, expires_at=expires_at)
                     done.append(usage.key)
             except BaseException:
@@ -229,5 +240,9 @@ class Reservations:
 
     def _release(self, key: tuple[str, str]) -> None:
         with self._index.lock:
-            self._pending.pop(key, None)
+            reservation = self._pending.pop(key, None)
             self._index.remove_pod(*key)
+            facts = self._index.facts
+            held = facts.pod(*key)
+            if reservation is not None and held is not None and held.node == reservation.node:
+                facts.remove_pod(*key)  # not bound: the constraint plugins no longer see it there

@@ -136,6 +136,12 @@ class ConstraintVerdict:
         code = int(self.reason_codes[position])
         return None if code == 0 else self.stages[code - 1]
 
+    def up_to(self, last: FilterStage) -> ConstraintVerdict:
+        """This verdict with only the refusals of stages up to ``last`` kept (the others pass)."""
+        kept = np.array([True, *(stage <= last for stage in self.stages)], dtype=np.bool_)
+        codes = np.where(kept[self.reason_codes], self.reason_codes, 0).astype(np.int16)
+        return ConstraintVerdict(self.rows, codes, self.messages, self.kinds, self.stages)
+
 
 class Reasons:
     """Collects each row's first failing reason: callers reject in stage order, a row keeps its first."""

@@ -1,0 +1,44 @@
+"""One pod's kube-scheduler constraints against the cluster: what the decisions call to filter and score."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.filtering import constraint_filter
+from placement.core.constraints.model import Labels, PodConstraints
+from placement.core.constraints.scores import constraint_scores
+from placement.core.constraints.verdicts import SCORE_WEIGHTS, ConstraintVerdict, merge_with_resources
+from placement.core.constraints.view import ClusterView
+from placement.core.feasibility import FilterResult
+from placement.core.scoring import Scores, with_constraint_scores
+from placement.core.vocabulary import IntArray
+
+PLUGIN_WEIGHTS: Mapping[str, int] = dict(SCORE_WEIGHTS)
+
+
+@dataclass(frozen=True)
+class PodInCluster:
+    """A pod (its namespace, labels and constraints) and the cluster it is judged in; read under the view's
+    lock. ``cache`` is the view's memo, kept across decisions."""
+
+    view: ClusterView
+    cache: ConstraintCache
+    namespace: str
+    labels: Labels
+    constraints: PodConstraints
+
+    def verdict(self, rows: IntArray) -> ConstraintVerdict:
+        return constraint_filter(self.view, rows, self.namespace, self.labels, self.constraints, cache=self.cache)
+
+    def filtered(self, resources: FilterResult) -> FilterResult:
+        """The resource verdict of ``resources.rows`` merged with the constraints' in kube-scheduler's order."""
+        return merge_with_resources(resources, self.verdict(resources.rows))
+
+    def scored(self, scores: Scores) -> Scores:
+        """``scores`` (of nodes that passed the filter) with the constraint plugins' scores added."""
+        plugins = constraint_scores(
+            self.view, scores.rows, self.namespace, self.labels, self.constraints, cache=self.cache
+        )
+        return with_constraint_scores(scores, plugins, PLUGIN_WEIGHTS)
