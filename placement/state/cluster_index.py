@@ -19,6 +19,10 @@ How free capacity is derived, so that stale agent data never makes us over-commi
   whose cells are unknown, or spread over several cells in amounts the kubelet chooses, is charged in
   full on every candidate cell: pessimistic, and only until a report accounts for it.
 * ``node_free = allocatable - requests of every pod we know``: allocatable never accounts for pods.
+* A pod bound to, or reserved on, a node without a slot (its report has not arrived yet: the pod list
+  often lands before the node's after a restart; or its report was removed) is kept by node name and
+  charged when a report gives the node a slot, as ``facts`` keeps its placed pods until ``attach``.
+  Dropping it would leave the node looking emptier than it is, and the next decision double-booking it.
 * ``memory_group``: on a Static memory manager node, the NUMA groups the kubelet's memory manager holds
   for the Guaranteed pods we know whose cells we know (``feasibility.memory_groups``), whether or not a
   report accounts for them: no report carries them. Pods placed by others cannot be modelled.
@@ -148,7 +152,9 @@ class ClusterIndex:
         self._slot_by_name: dict[str, int] = {}  # name -> slot, for ``slots_of``'s one-call lookup
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []
-        self._pod_nodes: dict[tuple[str, str], str] = {}
+        self._pod_nodes: dict[tuple[str, str], str] = {}  # every pod we hold -> its node, slotted or not
+        # Pods on nodes without a slot (no report yet, or removed), by node name, until a report gives it one.
+        self._waiting: dict[str, dict[tuple[str, str], _PodEntry]] = {}
         self._gpu_shapes: dict[object, GpuShape] = {}
         # What the constraint plugins read (labels, taints, placed pods, ...), in step with the slots.
         self.facts = SchedulingFacts(self.lock)
@@ -295,6 +301,9 @@ class ClusterIndex:
                 self._slot_by_name[name] = node.slot
                 self._slot_names[node.slot] = name
                 self.facts.attach(name, node.slot)
+                # Pods listed before the node's report: charged from now on (``_reconcile`` below decides
+                # whether this report already accounts for them).
+                node.pods.update(self._waiting.pop(name, {}))
             self._write_report(node, topology)
             self._reconcile(node)
             self._rebuild(node)
@@ -306,8 +315,12 @@ class ClusterIndex:
             if node is None:
                 return
             del self._slot_by_name[name]
-            for key in node.pods:
-                self._pod_nodes.pop(key, None)
+            if node.pods:
+                # Its pods are kept by name, charged again if a report brings the node back; a fresh
+                # report must account for them anew.
+                for entry in node.pods.values():
+                    entry.accounted = False
+                self._waiting[name] = node.pods
             self._clear_slot(node.slot)
             self._slot_names[node.slot] = None
             self.facts.detach(node.slot)
@@ -422,30 +435,50 @@ class ClusterIndex:
                 self.workload.observe(usage.demand)
             entry: _PodEntry | None = None
             if previous is not None:
-                old_node = self._nodes.get(previous)
-                if old_node is not None:
-                    entry = old_node.pods.pop(usage.key, None)
-                    if previous != usage.node:
-                        entry = None
-                        self._rebuild(old_node)
-            node = self._nodes.get(usage.node)
-            if node is None:
-                # A pod on a node without a report: nothing to charge yet; the report brings totals.
-                self._pod_nodes.pop(usage.key, None)
-                return
-            node.pods[usage.key] = _PodEntry(
+                entry = self._take(usage.key, previous, settle=previous != usage.node)
+                if previous != usage.node:
+                    entry = None
+            held = _PodEntry(
                 usage=usage if entry is None else _placed(usage, entry.usage),
                 bound=bound or (entry is not None and entry.bound),
                 accounted=entry.accounted if entry is not None else False,
             )
             self._pod_nodes[usage.key] = usage.node
+            node = self._nodes.get(usage.node)
+            if node is None:
+                # A node without a report yet: kept by name, charged when the report gives it a slot.
+                self._waiting.setdefault(usage.node, {})[usage.key] = held
+                return
+            node.pods[usage.key] = held
             self._reconcile(node)
             self._rebuild(node)
 
+    def _entry(self, key: tuple[str, str], node_name: str) -> _PodEntry | None:
+        """The pod ``key`` as held on ``node_name``, slotted or waiting for its report."""
+        node = self._nodes.get(node_name)
+        pods = node.pods if node is not None else self._waiting.get(node_name, {})
+        return pods.get(key)
+
+    def _take(self, key: tuple[str, str], node_name: str, *, settle: bool) -> _PodEntry | None:
+        """Remove the pod ``key`` from ``node_name``; ``settle``: recompute that node's arrays at once."""
+        node = self._nodes.get(node_name)
+        if node is not None:
+            entry = node.pods.pop(key, None)
+            if settle:
+                self._reconcile(node)
+                self._rebuild(node)
+            return entry
+        waiting = self._waiting.get(node_name)
+        if waiting is None:
+            return None
+        entry = waiting.pop(key, None)
+        if not waiting:
+            del self._waiting[node_name]
+        return entry
+
     def _unchanged(self, usage: PodUsage, *, bound: bool) -> bool:
         """Putting the pod again would change nothing: held on its node as placed, at least as bound."""
-        node = self._nodes.get(usage.node)
-        entry = node.pods.get(usage.key) if node is not None else None
+        entry = self._entry(usage.key, usage.node)
         if entry is None or (bound and not entry.bound):
             return False
         return _placed(usage, entry.usage) == entry.usage
@@ -455,20 +488,16 @@ class ClusterIndex:
         with self.lock:
             self.changes += 1
             node_name = self._pod_nodes.pop((namespace, name), None)
-            node = self._nodes.get(node_name) if node_name is not None else None
-            if node is None:
+            if node_name is None:
                 return None
-            entry = node.pods.pop((namespace, name), None)
-            self._reconcile(node)
-            self._rebuild(node)
+            entry = self._take((namespace, name), node_name, settle=True)
             return entry.usage if entry is not None else None
 
     def pod(self, namespace: str, name: str) -> tuple[PodUsage, bool, bool] | None:
-        """(usage, bound, accounted) of a pod the index holds."""
+        """(usage, bound, accounted) of a pod the index holds, on a slotted node or waiting for its report."""
         with self.lock:
             node_name = self._pod_nodes.get((namespace, name))
-            node = self._nodes.get(node_name) if node_name is not None else None
-            entry = node.pods.get((namespace, name)) if node is not None else None
+            entry = self._entry((namespace, name), node_name) if node_name is not None else None
             return None if entry is None else (entry.usage, entry.bound, entry.accounted)
 
     def _reconcile(self, node: _Node) -> None:
