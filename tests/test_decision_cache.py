@@ -140,7 +140,7 @@ def test_only_the_nodes_changed_since_are_judged_again() -> None:
     again = cache.filter(rows, demand, intent)
     assert cache.judged == 11
     assert again.feasible.sum() == 4
-    assert again.reason(int(np.flatnonzero(rows == feasible[0])[0])).startswith("insufficient nvidia.com/gpu")
+    assert again.reason(int(np.flatnonzero(rows == feasible[0])[0])).startswith("Insufficient nvidia.com/gpu")
     # Another shape is judged on its own.
     cache.filter(rows, *SHAPES[0])
     assert cache.judged == 21

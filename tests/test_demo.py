@@ -306,7 +306,7 @@ def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:
     assert "REFUSED" in text
     assert POLICY_KEY in text
     assert "NOT PLACED" in text
-    assert "insufficient nvidia.com/gpu" in text
+    assert "Insufficient nvidia.com/gpu" in text
     assert "NV18 (every pair)" in text  # the training gang's GPU sets, with their link class
     assert "grpcurl -plaintext 127.0.0.1:7070 list" in text
     assert "kubenexus.placement.v1.Placement/GetNodeTopology" in text

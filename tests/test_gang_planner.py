@@ -188,5 +188,5 @@ def test_a_gang_larger_than_the_cluster_says_why() -> None:
     assert isinstance(refused, GangUnplaceable)
     assert refused.reason.startswith("cannot fit 64 member(s) of 8 CPUs, 64 GiB memory, 1 nvidia.com/gpu (64 GPUs")
     assert "have room for 40 (largest node 8)" in refused.reason
-    assert "2 node(s): insufficient nvidia.com/gpu" in refused.reason
+    assert "2 node(s): Insufficient nvidia.com/gpu" in refused.reason
     assert refused.placed == 0

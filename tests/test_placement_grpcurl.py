@@ -100,7 +100,7 @@ def test_filter_from_grpcurl(running: RunningServer) -> None:
         "feasible_nodes": ["h100-b"],
         "rejected": [
             {
-                "reason": "insufficient nvidia.com/gpu",
+                "reason": "Insufficient nvidia.com/gpu",
                 "kind": "REJECTION_KIND_INSUFFICIENT_RESOURCES",
                 "nodes": ["cpu-a"],
             }

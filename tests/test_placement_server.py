@@ -85,7 +85,7 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
     assert list(filtered.feasible_nodes) == ["h100-b", "l40s-c"]
     reasons = {node: group for group in filtered.rejected for node in group.nodes}
     assert reasons["cpu-a"].kind == pb.REJECTION_KIND_INSUFFICIENT_RESOURCES
-    assert reasons["cpu-a"].reason == "insufficient nvidia.com/gpu"
+    assert reasons["cpu-a"].reason == "Insufficient nvidia.com/gpu"
     assert reasons["ghost"].kind == pb.REJECTION_KIND_UNKNOWN_NODE
 
     scored = service.stub.Score(pb.ScoreRequest(pod=gpu_pod, node_names=NODES))
@@ -102,7 +102,7 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
         assert 0 <= total <= 100
     assert all(cell >= 0 for cell in scored.numa_cells)  # a 2-GPU pod lands in one cell on both GPU nodes
     rejected = [(group.reason, list(group.nodes)) for group in scored.rejected]
-    assert rejected == [("insufficient nvidia.com/gpu", ["cpu-a"])]
+    assert rejected == [("Insufficient nvidia.com/gpu", ["cpu-a"])]
 
 
 def test_repeated_calls_judge_again_only_the_nodes_that_changed(service: Service) -> None:
@@ -486,4 +486,4 @@ def test_the_pods_overhead_is_in_its_requests_and_its_fit(service: Service) -> N
     all_free.overhead["cpu"] = "100m"
     answer = service.stub.Filter(pb.FilterRequest(pod=all_free, node_names=["cpu-a"]))
     assert not answer.feasible_nodes
-    assert [(group.reason, list(group.nodes)) for group in answer.rejected] == [("insufficient cpu", ["cpu-a"])]
+    assert [(group.reason, list(group.nodes)) for group in answer.rejected] == [("Insufficient cpu", ["cpu-a"])]

@@ -14,6 +14,7 @@ import pytest
 from kubenexus.topology.model import KubeletSettings
 from placement.api.codec import KIND_TO_PB
 from placement.api.v1 import placement_pb2 as pb
+from placement.core.constraints.model import HostPort, NodeFacts, PlacedPod
 from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import CoordinatedGangs
@@ -94,7 +95,7 @@ def test_no_topology(serve: list[RunningServer]) -> None:
 
 def test_insufficient_resources(serve: list[RunningServer]) -> None:
     group = _filtered(_running(serve, _one_node()), _pod(cpus=64))
-    assert (group.kind, group.reason) == (pb.REJECTION_KIND_INSUFFICIENT_RESOURCES, "insufficient cpu")
+    assert (group.kind, group.reason) == (pb.REJECTION_KIND_INSUFFICIENT_RESOURCES, "Insufficient cpu")
 
 
 def test_kubelet_topology(serve: list[RunningServer]) -> None:
@@ -134,3 +135,29 @@ def test_held_for_gang(serve: list[RunningServer]) -> None:
     (group,) = answer.rejected
     assert (group.kind, list(group.nodes)) == (pb.REJECTION_KIND_HELD_FOR_GANG, ["n"])
     assert group.reason == "held for a waiting pod group (starvation prevention)"
+
+
+def test_node_constraint(serve: list[RunningServer]) -> None:
+    """The node's own labels refuse the pod (nodeSelector): kube-scheduler's NodeAffinity words, unresolvable."""
+    index = _one_node()
+    index.facts.set_node(NodeFacts("n", labels=(("topology.kubernetes.io/zone", "zone-a"),)))
+    pod = _pod()
+    pod.node_selector["topology.kubernetes.io/zone"] = "zone-b"
+    group = _filtered(_running(serve, index), pod)
+    assert (group.kind, group.reason) == (
+        pb.REJECTION_KIND_NODE_CONSTRAINT,
+        "node(s) didn't match Pod's node affinity/selector",
+    )
+
+
+def test_pod_constraint(serve: list[RunningServer]) -> None:
+    """A pod placed on the node holds the host port the new pod asks for (NodePorts): resolvable by eviction."""
+    index = _one_node()
+    index.facts.put_pod(PlacedPod("web", "ingress", "n", host_ports=(HostPort(8080),)))
+    pod = _pod()
+    pod.containers[0].ports.add(container_port=80, host_port=8080)
+    group = _filtered(_running(serve, index), pod)
+    assert (group.kind, group.reason) == (
+        pb.REJECTION_KIND_POD_CONSTRAINT,
+        "node(s) didn't have free ports for the requested pod ports",
+    )

@@ -142,7 +142,7 @@ def test_decision_explains_itself_and_keeps_gpus_in_the_pinned_cell() -> None:
     assert shape is not None
     assert {shape.numa_of[i] for i in decision.gpus} == {cell}
     assert sum(decision.breakdown.values()) == pytest.approx(decision.score)
-    assert decision.reasons() == {"cpu": "insufficient nvidia.com/gpu"}
+    assert decision.reasons() == {"cpu": "Insufficient nvidia.com/gpu"}
 
 
 def test_isolated_pods_get_a_cell_of_their_own() -> None:

@@ -111,7 +111,7 @@ def test_a_pod_with_an_invalid_policy_gets_an_event_and_stays_pending(cluster: t
     finally:
         leader.kill()
     # No node holds it: kube-scheduler's message shape, a count per reason.
-    assert emulator.events("huge")[0]["message"] == "0/2 nodes are available: 2 insufficient nvidia.com/gpu."
+    assert emulator.events("huge")[0]["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     (event,) = emulator.events("bad")
     assert (event["type"], event["reason"]) == ("Warning", "FailedScheduling")
     assert "'tightest'" in event["message"]

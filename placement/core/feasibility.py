@@ -284,7 +284,7 @@ def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view:
         if column is None:
             reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}", _SHORT)
             continue
-        reasons.reject(arrays.node_free[column, rows] < request, f"insufficient {name}", _SHORT)
+        reasons.reject(arrays.node_free[column, rows] < request, f"Insufficient {name}", _SHORT)
     share = dict(demand.device_requests).get(GPU_SHARE, 0.0)
     if share and arrays.gpu_share_free is not None:
         message = f"no single GPU has {share:g} thousandths left to share"

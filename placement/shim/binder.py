@@ -51,6 +51,7 @@ from placement.shim.flags import SCHEDULER_NAME
 log = logging.getLogger("kubenexus.placement.binder")
 
 PodKey = tuple[str, str]
+_MESSAGE_REASONS = 8  # reasons an Event names before "and N more"
 
 
 @dataclass(frozen=True)
@@ -159,14 +160,17 @@ class Binder:
         with self._lock:
             pods = list(self._pods.values())
         groups: dict[PodKey, list[Json]] = {}
+        lone: list[Json] = []
         for pod in pods:
             group = _labels(pod).get(GROUP_NAME_KEY)
             if group:
                 groups.setdefault((pod_key(pod)[0], group), []).append(pod)
-            elif _pending(pod):
-                self._schedule_one(pod)
-        for (namespace, group), members in sorted(groups.items()):
-            if any(_pending(member) for member in members):
+            elif _schedulable(pod):
+                lone.append(pod)
+        for pod in sorted(lone, key=_queue_order):
+            self._schedule_one(pod)
+        for (namespace, group), members in sorted(groups.items(), key=lambda item: _group_order(*item)):
+            if any(_schedulable(member) for member in members):
                 self._schedule_group(namespace, group, members)
 
     def _schedule_one(self, pod: Json) -> None:
@@ -186,8 +190,8 @@ class Binder:
             self._bind_all([assignment])
 
     def _schedule_group(self, namespace: str, group: str, members: list[Json]) -> None:
-        pending = [member for member in members if _pending(member)]
-        bound = len(members) - len(pending) - sum(1 for m in members if _finished(m))
+        pending = [member for member in members if _schedulable(member)]
+        bound = sum(1 for member in members if _bound(member))
         minimum = _min_available(members)
         if isinstance(minimum, str):
             for pod in pending:
@@ -390,10 +394,41 @@ def _finished(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def _pending(pod: Mapping[str, Any]) -> bool:
-    """Not bound, not finished, not being deleted."""
+def _bound(pod: Mapping[str, Any]) -> bool:
+    """On a node and not finished (a member the group still counts)."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and not _finished(pod)
+
+
+def _schedulable(pod: Mapping[str, Any]) -> bool:
+    """Not bound, not finished, not being deleted, and not gated.
+
+    A pod with ``spec.schedulingGates`` is held by whoever set them (kube-scheduler's
+    SchedulingGates plugin keeps it out of the queue: condition ``PodScheduled=False``,
+    reason ``SchedulingGated``, written by the API server at creation); we leave it alone until
+    the gates are removed, and a gated member does not count as present for its group.
+    """
     metadata = pod.get("metadata") or {}
-    return not (pod.get("spec") or {}).get("nodeName") and not _finished(pod) and not metadata.get("deletionTimestamp")
+    spec = pod.get("spec") or {}
+    return (
+        not spec.get("nodeName")
+        and not spec.get("schedulingGates")
+        and not _finished(pod)
+        and not metadata.get("deletionTimestamp")
+    )
+
+
+def _queue_order(pod: Mapping[str, Any]) -> tuple[int, str, str]:
+    """kube-scheduler's PrioritySort: higher ``spec.priority`` first (the API server's Priority admission
+    sets it from the PriorityClass), then the older pod (queue sort plugin ``queuesort/priority_sort.go``;
+    the pod's creation time stands for the time it entered the queue), then the name for a stable order."""
+    priority = (pod.get("spec") or {}).get("priority")
+    created = (pod.get("metadata") or {}).get("creationTimestamp") or ""
+    return (-priority if isinstance(priority, int) else 0, str(created), _name(pod))
+
+
+def _group_order(key: PodKey, members: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, str, str], PodKey]:
+    """Groups in the order of their first member in ``_queue_order``."""
+    return (min(_queue_order(member) for member in members), key)
 
 
 def _min_available(members: Sequence[Mapping[str, Any]]) -> int | str:
@@ -434,8 +469,13 @@ def _restored(pod: Json) -> Assignment:
 
 
 def _no_node_message(rejected: Sequence[pb.Rejections]) -> str:
-    """kube-scheduler's shape: "0/3 nodes are available: 2 reason; 1 other reason.", capped for the Event."""
+    """kube-scheduler's ``FitError.Error()``: "0/3 nodes are available: 1 reason, 2 other reason."
+
+    Each reason is prefixed with its node count, the list sorted as strings and joined with ", "
+    (pkg/scheduler/framework/types.go, ``sortReasonsHistogram``); capped for the Event.
+    """
     total = sum(len(group.nodes) for group in rejected)
-    reasons = "; ".join(f"{len(group.nodes)} {group.reason}" for group in rejected[:5])
-    more = f"; and {len(rejected) - 5} more reason(s)" if len(rejected) > 5 else ""
-    return f"0/{total} nodes are available: {reasons}{more}."
+    reasons = sorted(f"{len(group.nodes)} {group.reason}" for group in rejected)
+    shown = ", ".join(reasons[:_MESSAGE_REASONS])
+    more = f", and {len(reasons) - _MESSAGE_REASONS} more reason(s)" if len(reasons) > _MESSAGE_REASONS else ""
+    return f"0/{total} nodes are available: {shown}{more}."
