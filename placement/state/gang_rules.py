@@ -7,7 +7,10 @@ members (spread among them, pod affinity to one another, anti-affinity between m
 shapes), is checked on the finished plan as kube-scheduler would meet them: member by member, each judged
 with the members before it placed (``plan_conflict``). A plan that breaks one is replaced by a plan made
 the same way (``plan_in_order``): each member on its best node given the members before it, which is how
-kube-scheduler places a group's pods one after the other, so whatever it could place, this places too.
+kube-scheduler places a group's pods one after the other. In both, a member refused only for want of
+members not yet placed (a worker whose required affinity names the parameter server) is tried again after
+the others, as kube-scheduler retries a pod that did not fit. Greedy, not exhaustive: each member takes
+its best node at its turn, as kube-scheduler's would; no other assignment is searched.
 
 Every function here runs under the index lock; the members it places in the scheduling facts to judge the
 next ones are taken out again before it returns (the reservation puts them there for good).
@@ -23,19 +26,21 @@ import numpy as np
 from placement.core.constraints.model import PlacedPod
 from placement.core.constraints.selectors import SelectorError
 from placement.core.constraints.terms import incoming_terms, matches_existing
-from placement.core.constraints.verdicts import FilterStage
+from placement.core.constraints.verdicts import AFFINITY_MISMATCH, ConstraintVerdict, FilterStage
 from placement.core.decision import rank
+from placement.core.feasibility import FilterResult
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberPlan, MemberRules, Workspace
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights
-from placement.core.vocabulary import IntArray
+from placement.core.vocabulary import IntArray, Rejected, RejectionKind
 from placement.state.cluster_index import ClusterIndex
 from placement.state.scheduling_facts import SchedulingFacts
 
 HOSTNAME_KEY = "kubernetes.io/hostname"  # the kubelet sets it on every node, unique per node
 MAX_TRIES_PER_MEMBER = 16  # ranked nodes to try per member when planning member by member
 _TOP_REASONS = 3
+_NO_ROOM = Rejected("no node admits the member", RejectionKind.POD_CONSTRAINT)  # plan_in_order's refusal
 Key = tuple[str, str]
 
 
@@ -46,7 +51,9 @@ def member_rules(
     decide (readiness, cordon, name, taints, node affinity: what an emptied cluster still refuses).
 
     Members alike in namespace, labels and constraints share one ``MemberRules`` (the planner keeps their
-    one-per-node rule across shapes by it); members without any constraint share none.
+    one-per-node rule across shapes by it); members without any constraint share none. A member whose
+    required pod affinity another member may meet is not refused for it here: no placed pod meets it yet,
+    the plan is checked in order (``plan_conflict``).
     """
     slots = np.arange(index.arrays().numa_count.shape[0], dtype=np.int64)
     rules: dict[Key, MemberRules] = {}
@@ -58,8 +65,9 @@ def member_rules(
         if pair is None:
             verdict = index.judge(pod).verdict(slots)
             apart = _one_per_node(index.facts, pod)
+            planned = _without_affinity_refusals(verdict) if _affinity_among(index.facts, pod, pods) else verdict
             pair = shared[signature] = (
-                MemberRules(verdict, apart),
+                MemberRules(planned, apart),
                 MemberRules(verdict.up_to(FilterStage.NODE_AFFINITY), apart),
             )
         rules[pod.key], node_rules[pod.key] = pair
@@ -85,18 +93,52 @@ def _one_per_node(facts: SchedulingFacts, pod: PendingPod) -> bool:
     )
 
 
+def _affinity_among(facts: SchedulingFacts, pod: PendingPod, pods: Sequence[PendingPod]) -> bool:
+    """Whether another member matches one of the pod's required pod affinity terms: placed before the pod,
+    it may meet the term (kube-scheduler places a group's pods one after the other)."""
+    affinity = pod.constraints.pod_affinity
+    if affinity is None or not affinity.required:
+        return False
+    try:
+        terms = incoming_terms(pod.namespace, pod.sorted_labels(), affinity, None)
+    except SelectorError:
+        return False
+    return any(
+        matches_existing(term, other.namespace, dict(other.labels), facts.namespace_labels(other.namespace))
+        for other in pods
+        if other.key != pod.key
+        for term in terms.required_affinity
+    )
+
+
+def _without_affinity_refusals(verdict: ConstraintVerdict) -> ConstraintVerdict:
+    """``verdict`` with its refusals for unmet required pod affinity lifted."""
+    if AFFINITY_MISMATCH.message not in verdict.messages:
+        return verdict
+    code = verdict.messages.index(AFFINITY_MISMATCH.message) + 1
+    codes = np.where(verdict.reason_codes == code, 0, verdict.reason_codes).astype(np.int16)
+    return ConstraintVerdict(verdict.rows, codes, verdict.messages, verdict.kinds, verdict.stages)
+
+
 def plan_conflict(index: ClusterIndex, pods: Mapping[Key, PendingPod], plan: GangPlan) -> str | None:
-    """The first constraint the plan breaks when its members are placed in order, each judged with those
-    before it placed; None when it breaks none."""
-    with _tentative(index.facts) as place:
-        for step in plan.members:
-            pod = pods[step.key]
-            refused = index.judge(pod).verdict(np.array([step.row], dtype=np.int64)).rejected(0)
-            node = index.name_of(step.row) or ""
-            if refused is not None:
-                return f"member {pod.namespace}/{pod.name} on {node}: {refused.message}"
-            place(pod.placed_on(node))
-    return None
+    """The first constraint the plan breaks when its members are placed one after the other, each judged
+    with those before it placed; None when it breaks none.
+
+    A member refused only because of members not yet placed (a worker whose required affinity names the
+    parameter server) is judged again after the others, as kube-scheduler retries a pod that did not fit:
+    the plan breaks a constraint only when some members are refused in every order this finds.
+    """
+    steps = {step.key: step for step in plan.members}
+
+    def judge(pod: PendingPod) -> tuple[int, Rejected | None]:
+        step = steps[pod.key]
+        return step.row, index.judge(pod).verdict(np.array([step.row], dtype=np.int64)).rejected(0)
+
+    refused = _in_turn(index, [pods[step.key] for step in plan.members], judge)
+    if refused is None:
+        return None
+    pod, why = refused
+    return f"member {pod.namespace}/{pod.name} on {index.name_of(steps[pod.key].row) or ''}: {why.message}"
 
 
 def plan_in_order(
@@ -109,42 +151,71 @@ def plan_in_order(
     weights: ScoringWeights | None = None,
 ) -> GangPlan | GangUnplaceable:
     """Each member in turn on its best node among ``rows``, judged (resources, the kubelet's exact model and
-    the constraints) with the members before it placed; or why a member finds none."""
+    the constraints) with the members before it placed; a member that fits nowhere yet is tried again after
+    the others (as in ``plan_conflict``). Or why a member finds none."""
     workspace = Workspace(index.arrays(), gpus)
+    by_key = {pod.key: member for pod, member in members}
     plans: list[MemberPlan] = []
+    reasons: dict[Key, str] = {}
+
+    def judge(pod: PendingPod) -> tuple[int, Rejected | None]:
+        member = by_key[pod.key]
+        ranking = rank(
+            workspace.arrays, rows, member.demand, intent=member.intent, weights=weights, constraints=index.judge(pod)
+        )
+        for position in ranking.order[:MAX_TRIES_PER_MEMBER].tolist():
+            outcome = workspace.place(member, int(ranking.scores.rows[position]))
+            if isinstance(outcome, MemberPlan):
+                plans.append(outcome)
+                return outcome.row, None
+        reasons[pod.key] = _top_reasons(ranking.filtered)
+        return -1, _NO_ROOM
+
+    refused = _in_turn(index, [pod for pod, _ in members], judge)
+    if refused is None:
+        return GangPlan(members=tuple(plans), policy=policy)
+    pod, _ = refused
+    why = reasons[pod.key]
+    reason = (
+        f"placed member by member, {len(plans)} of {len(members)} placed; "
+        f"member {pod.namespace}/{pod.name} fits no node"
+    )
+    return GangUnplaceable(reason=reason + (f" ({why})" if why else ""), placed=len(plans))
+
+
+def _in_turn(
+    index: ClusterIndex,
+    pods: Sequence[PendingPod],
+    judge: Callable[[PendingPod], tuple[int, Rejected | None]],
+) -> tuple[PendingPod, Rejected] | None:
+    """Place ``pods`` one after the other in the scheduling facts, each where ``judge`` (called with those
+    before it placed) puts it; a refused pod waits for the next pass, and passes go on while one places
+    somebody. The first pod of the last pass still refused, and why; None when all are placed. The facts
+    are as before on return."""
+    waiting = list(pods)
     with _tentative(index.facts) as place:
-        for pod, member in members:
-            ranking = rank(
-                workspace.arrays,
-                rows,
-                member.demand,
-                intent=member.intent,
-                weights=weights,
-                constraints=index.judge(pod),
-            )
-            plan: MemberPlan | None = None
-            for position in ranking.order[:MAX_TRIES_PER_MEMBER].tolist():
-                outcome = workspace.place(member, int(ranking.scores.rows[position]))
-                if isinstance(outcome, MemberPlan):
-                    plan = outcome
-                    break
-            if plan is None:
-                filtered = ranking.filtered
-                codes = filtered.reason_codes[~filtered.feasible]
-                counts = np.bincount(codes, minlength=len(filtered.messages) + 1)
-                top = sorted(
-                    ((int(counts[c]), filtered.messages[c - 1]) for c in range(1, counts.size) if counts[c]),
-                    reverse=True,
-                )
-                why = "; ".join(f"{count} node(s): {message}" for count, message in top[:_TOP_REASONS])
-                reason = (
-                    f"placed member by member, {len(plans)} of {len(members)} placed; "
-                    f"member {pod.namespace}/{pod.name} fits no node"
-                )
-                return GangUnplaceable(reason=reason + (f" ({why})" if why else ""), placed=len(plans))
-            plans.append(plan)
-            place(pod.placed_on(index.name_of(plan.row) or ""))
-    return GangPlan(members=tuple(plans), policy=policy)
+        while waiting:
+            refused: list[tuple[PendingPod, Rejected]] = []
+            for pod in waiting:
+                row, why = judge(pod)
+                if why is None:
+                    place(pod.placed_on(index.name_of(row) or ""))
+                else:
+                    refused.append((pod, why))
+            if not refused:
+                return None
+            if len(refused) == len(waiting):
+                return refused[0]
+            waiting = [pod for pod, _ in refused]
+    return None
+
+
+def _top_reasons(filtered: FilterResult) -> str:
+    """The most frequent reasons nodes refused, "N node(s): reason; ..."."""
+    codes = filtered.reason_codes[~filtered.feasible]
+    counts = np.bincount(codes, minlength=len(filtered.messages) + 1)
+    top = sorted(((int(counts[c]), filtered.messages[c - 1]) for c in range(1, counts.size) if counts[c]), reverse=True)
+    return "; ".join(f"{count} node(s): {message}" for count, message in top[:_TOP_REASONS])
 
 
 @contextmanager
