@@ -342,6 +342,8 @@ def cpu_part(window_s: float) -> None:
                 namespace="ghost",
                 name=f"m-{i}",
                 containers=[pb.Container(name="main", limits={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"})],
+                # the demo's GPU nodes carry a GPU pool's taint
+                tolerations=[pb.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
             )
             for i in range(4)
         ]

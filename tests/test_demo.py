@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import io
+import json
+import shlex
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from google.protobuf import json_format
 
 from agent.discovery import discover
 from agent.hostfs import HostFS
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology, PathKind
 from kubenexus.topology.topo_matrix import parse_topo_matrix
+from placement.api.codec import decode_pod
+from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import POLICY_KEY
+from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
 from placement.core.intent import NumaIntentPolicy
 from placement.demo import (
     FLEET,
@@ -23,8 +29,10 @@ from placement.demo import (
     Workload,
     build_demo_cluster,
     demo_pod,
+    grpcurl_commands,
     load_machine,
     machine_type,
+    node_facts,
     run_demo,
     schedule_sample_mix,
 )
@@ -38,6 +46,12 @@ from tools.build_demo_machines import MACHINES_DIR, machine_documents, main
 
 GPU_MACHINES = ("hgx-h100", "dgx-a100", "l40s-4x", "a100-pcie-nvbridge")
 FLEET_SIZE = sum(count for _, count in FLEET)
+ZONE = "topology.kubernetes.io/zone"
+# The taint GPU node pools carry, and kube-scheduler's words (v1.25 to v1.33) for a node whose taint a pod
+# does not tolerate.
+GPU_TAINT = Taint("nvidia.com/gpu", TaintEffect.NO_SCHEDULE, "present")
+UNTOLERATED = "node(s) had untolerated taint {nvidia.com/gpu: present}"
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 
 
 # --- the machine files ------------------------------------------------------------------------------
@@ -140,11 +154,59 @@ def test_cluster_builds_without_discovery_shared_data_or_nvml() -> None:
     assert Counter(machine_type(n) for n in names) == dict(FLEET)
 
 
+def _facts(engine: PlacementEngine, node: str) -> NodeFacts:
+    facts = engine.index.facts.node(node)
+    assert facts is not None, node
+    return facts
+
+
+def test_every_node_carries_the_labels_and_taints_of_a_real_node() -> None:
+    engine = build_demo_cluster()
+    zones: Counter[str] = Counter()
+    for node, stem in _fleet_names():
+        facts = _facts(engine, node)
+        labels = dict(facts.labels)
+        gpu = stem in GPU_MACHINES
+        assert labels == {
+            "kubernetes.io/hostname": node,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": stem,
+            ZONE: labels[ZONE],
+            **({"nvidia.com/gpu.present": "true"} if gpu else {}),
+        }
+        assert facts.taints == ((GPU_TAINT,) if gpu else ())
+        assert (facts.unschedulable, facts.ready) == (False, True)
+        zones[labels[ZONE]] += 1
+    assert zones == {"zone-a": FLEET_SIZE // 2, "zone-b": FLEET_SIZE // 2}  # every machine type in both zones
+    # The same facts are in the slots the constraint plugins read.
+    taints, matrix = engine.index.facts.taint_columns()
+    assert taints == (GPU_TAINT,)
+    slots = engine.index.slots([node for node, stem in _fleet_names() if stem in GPU_MACHINES])
+    assert int(matrix[:, 0].sum()) == len(slots) == 12
+    assert matrix[slots, 0].all()
+
+
 def test_this_machine_joins_when_discovered(tmp_path: Path) -> None:
     host = build_two_socket_host(tmp_path)
     engine = build_demo_cluster(discover_this_machine=lambda: discover(HostFS(str(host)), nvml=None))
     assert THIS_MACHINE in engine.index.node_names()
     assert len(engine.node_topology(THIS_MACHINE).cells) == 2
+    facts = _facts(engine, THIS_MACHINE)
+    # A bare-metal node: the kubelet's labels, no cloud provider's; no GPU, no GPU taint. This fake host
+    # does not say its architecture (no /proc/cpuinfo model line): no label rather than a guess.
+    assert engine.node_topology(THIS_MACHINE).gpus == ()
+    assert dict(facts.labels) == {"kubernetes.io/hostname": THIS_MACHINE, "kubernetes.io/os": "linux"}
+    assert facts.taints == ()
+    # This machine with GPUs joins the GPU pool: labelled and tainted as the embedded GPU nodes are.
+    gpu_host = node_facts(THIS_MACHINE, load_machine("hgx-h100"))
+    assert dict(gpu_host.labels) == {
+        "kubernetes.io/hostname": THIS_MACHINE,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "nvidia.com/gpu.present": "true",
+    }
+    assert gpu_host.taints == (GPU_TAINT,)
 
 
 def test_this_machine_is_skipped_with_a_note_when_discovery_fails(tmp_path: Path) -> None:
@@ -211,10 +273,57 @@ def test_placed_pods_stay_bound_for_grpcurl(decided: tuple[PlacementEngine, dict
     assert engine.reservations.pending() == {}  # nothing left to expire
 
 
+def test_gpu_pods_tolerate_the_gpu_taint_and_others_do_not(
+    decided: tuple[PlacementEngine, dict[str, Result]],
+) -> None:
+    _, results = decided
+    for result in results.values():
+        for pod in result.workload.pods:
+            gpus = "nvidia.com/gpu" in pod.containers[0].requests
+            expected = gpus and result.workload.key != "untolerated"
+            assert pod.tolerations == (
+                ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},) if expected else ()
+            ), pod.name
+    # The CPU-only isolated pod could take a GPU node's hugepage-less cells only if it tolerated the taint.
+    assert UNTOLERATED in {group.reason for group in results["isolated"].rejected}
+
+
 def test_bridge_pair_is_preferred_on_pcie_machines(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
     _, results = decided
     (placement,) = results["nvlink-bridge"].placements
     assert results["nvlink-bridge"].links[placement.node][frozenset(placement.gpus)] == "NV12"
+    # Its nodeSelector (instance type) is judged by the service: every other node says so.
+    reasons = {group.reason: set(group.nodes) for group in results["nvlink-bridge"].rejected}
+    assert reasons[SELECTOR_MISMATCH] == {n for n, stem in _fleet_names() if stem != "a100-pcie-nvbridge"}
+
+
+def test_zone_pinned_pod_lands_in_its_zone_on_a_cpu_node(decided: tuple[PlacementEngine, dict[str, Result]]) -> None:
+    engine, results = decided
+    result = results["zone-pinned"]
+    assert dict(result.workload.pods[0].node_selector) == {ZONE: "zone-b"}
+    (placement,) = result.placements
+    assert machine_type(placement.node) == "cpu-2s"
+    assert dict(_facts(engine, placement.node).labels)[ZONE] == "zone-b"
+    reasons = {group.reason: set(group.nodes) for group in result.rejected}
+    names = _fleet_names()
+    # kube-scheduler checks taints before node affinity: the GPU nodes of both zones name their taint.
+    assert reasons[UNTOLERATED] == {n for n, stem in names if stem in GPU_MACHINES}
+    assert reasons[SELECTOR_MISMATCH] == {n for n, stem in names if stem == "cpu-2s" and int(n[-1]) % 2 == 0}
+
+
+def test_gpu_pod_without_the_toleration_is_refused_by_every_gpu_node(
+    decided: tuple[PlacementEngine, dict[str, Result]],
+) -> None:
+    _, results = decided
+    result = results["untolerated"]
+    assert not result.placed
+    assert result.error is None
+    reasons = {group.reason: set(group.nodes) for group in result.rejected}
+    names = _fleet_names()
+    assert reasons == {
+        UNTOLERATED: {n for n, stem in names if stem in GPU_MACHINES},
+        "Insufficient nvidia.com/gpu": {n for n, stem in names if stem not in GPU_MACHINES},
+    }
 
 
 def test_spark_gang_stays_on_cpu_nodes_off_the_isolated_cell(
@@ -307,6 +416,28 @@ def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:
     assert POLICY_KEY in text
     assert "NOT PLACED" in text
     assert "Insufficient nvidia.com/gpu" in text
+    assert f"12 x {UNTOLERATED}" in text  # the GPU pod without the toleration, refused by every GPU node
+    assert "rules    nodeSelector topology.kubernetes.io/zone=zone-b\n" in text
+    assert "rules    tolerates nvidia.com/gpu:NoSchedule op=Exists\n" in text
+    assert "the taint nvidia.com/gpu=present:NoSchedule" in text
     assert "NV18 (every pair)" in text  # the training gang's GPU sets, with their link class
     assert "grpcurl -plaintext 127.0.0.1:7070 list" in text
     assert "kubenexus.placement.v1.Placement/GetNodeTopology" in text
+
+
+def test_printed_explain_command_tolerates_the_gpu_taint_and_fits() -> None:
+    """The Explain the demo prints asks about a GPU pod on a GPU node: with its toleration it gets the
+    NV12 pair on NUMA 1 of dgx-a100-0 (docs/demo.md), without it the node's taint refuses it."""
+    engine = build_demo_cluster()
+    schedule_sample_mix(engine)
+    (explain,) = [c for c in grpcurl_commands("127.0.0.1:50051") if c.endswith("/Explain")]
+    request = json_format.Parse(shlex.split(explain)[3], pb.ExplainRequest())
+    answer = engine.explain(decode_pod(request), request.node)
+    assert answer.placement is not None
+    assert (answer.placement.cells, answer.placement.gpus) == ((1,), (2, 3))
+    document = json.loads(shlex.split(explain)[3])
+    del document["pod"]["tolerations"]
+    refused = engine.explain(decode_pod(json_format.ParseDict(document, pb.ExplainRequest())), request.node)
+    assert refused.placement is None
+    assert refused.rejection is not None
+    assert refused.rejection.reason == UNTOLERATED

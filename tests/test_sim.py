@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
 import random
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from placement.core.constraints.model import PodConstraints
 from placement.core.pods import PodUsage
 from placement.core.topology_manager import TOPOLOGY_AFFINITY_ERROR
 from placement.core.vocabulary import GPU_MILLI, GPU_SHARE, PodShape, demand_of
 from placement.sim.cli import main
 from placement.sim.cluster import OvercommitError, SimCluster, kubelet_pod
-from placement.sim.policies import DefaultScheduler, Ours, make_policy
+from placement.sim.policies import POLICY_NAMES, DefaultScheduler, Ours, make_policy, pending_pod
 from placement.sim.run import MAX_ARRIVAL, RunResult, _place_group, arrivals, simulate
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
     DEFAULT_POD_LIST,
+    GPU_MODEL_LABEL,
     TRACE_DIR,
     TraceNode,
     TracePod,
@@ -27,6 +32,7 @@ from placement.sim.trace import (
     load_pods,
     name_hash,
     node_topology,
+    parse_gpu_spec,
     shared_data_dir,
 )
 from placement.state.cluster_index import ClusterIndex
@@ -36,6 +42,10 @@ TRACE = shared_data_dir() / TRACE_DIR
 PUBLISHED_RANDOM = 13.75  # fgd-published-results.txt: default trace, unallocated GPU % at 100% arrival
 PUBLISHED_BESTFIT = 7.09
 PUBLISHED_FGD = 4.77
+# An authored trace in the published format: two V100M16 nodes, two T4 nodes and a CPU node; pods with a
+# gpu_spec (one naming a model no node has besides one that some do), an empty one and "nan".
+GPU_SPEC_NODES = Path(__file__).parent / "sim_traces" / "gpu_spec_nodes.csv"
+GPU_SPEC_PODS = Path(__file__).parent / "sim_traces" / "gpu_spec_pods.csv"
 
 
 def _name_with(policy: str, *, odd: bool | None = None) -> str:
@@ -205,6 +215,122 @@ def test_arrivals_reach_the_target_and_keep_gangs_together() -> None:
     assert [len(g) for g in groups if g[0].gang] == [2]
 
 
+# --- gpu_spec: the trace's GPU model constraint ---------------------------------------------------------
+
+
+def test_gpu_spec_is_read_from_the_trace() -> None:
+    pods = {pod.name: pod for pod in load_pods(GPU_SPEC_PODS)}
+    assert {name: pod.gpu_models for name, pod in pods.items()} == {
+        "v100-whole-0": ("V100M16", "V100M32"),
+        "v100-share-0": ("V100M16",),
+        "t4-share-0": ("T4",),
+        "t4-pair-0": ("T4",),
+        "t4-pair-1": ("T4",),
+        "any-0": (),
+        "any-1": (),  # "nan": no constraint, as the trace's README says
+        "cpu-0": (),
+    }
+    assert pods["t4-pair-0"].gang == pods["t4-pair-1"].gang is not None
+    assert parse_gpu_spec(" V100M32 | V100M16 |") == ("V100M16", "V100M32")
+    assert parse_gpu_spec(None) == parse_gpu_spec("") == parse_gpu_spec("nan") == ()
+
+
+def test_pods_with_a_gpu_spec_go_to_their_models_under_every_policy() -> None:
+    """Nine 1-GPU pods that need a V100M16 (or a V100M32, which no node has) on a cluster with eight V100M16
+    GPUs and eight T4 GPUs: every policy puts the first eight on the V100 nodes and refuses the ninth while
+    every T4 is free; a pod for a model absent from the cluster goes nowhere; a T4 share goes to a T4."""
+    nodes = load_nodes(GPU_SPEC_NODES)
+    trace_pods = {pod.name: pod for pod in load_pods(GPU_SPEC_PODS)}
+    v100 = [replace(trace_pods["v100-whole-0"], name=f"v100-{i}") for i in range(9)]
+    absent = replace(trace_pods["v100-whole-0"], name="a100", gpu_models=("A100",))
+    share = trace_pods["t4-share-0"]
+    for name in POLICY_NAMES:
+        cluster = SimCluster(nodes)
+        policy = make_policy(name, cluster, random.Random(0), list(trace_pods.values()))
+        result = RunResult(policy=name, seed=0)
+        placed = [_place_group(cluster, policy, [pod], result, number=n)[0] for n, pod in enumerate(v100)]
+        assert [cluster.nodes[p.node].model if p else None for p in placed] == ["V100M16"] * 8 + [None], name
+        assert cluster.gpu_left[[2, 3]].sum() == 8 * GPU_MILLI, name  # the T4s: all free
+        assert _place_group(cluster, policy, [absent], result, number=9) == [None], name
+        (on,) = _place_group(cluster, policy, [share], result, number=10)
+        assert on is not None, name
+        assert cluster.nodes[on.node].model == "T4", name
+        assert result.affinity_errors == result.other_rejections == 0, name
+        cluster.check()
+
+
+def test_the_ground_truth_refuses_a_pod_on_another_model() -> None:
+    nodes = load_nodes(GPU_SPEC_NODES)
+    pod = next(p for p in load_pods(GPU_SPEC_PODS) if p.name == "v100-whole-0")
+    cluster = SimCluster(nodes)
+    assert cluster.fits(pod).tolist() == [True, True, False, False, False]
+    with pytest.raises(OvercommitError, match=re.escape("V100M16|V100M32 only, not on t4-0 (T4)")):
+        cluster.apply(2, pod, (0,), ())
+    cluster.check()
+
+
+def test_simulating_a_trace_with_gpu_specs_keeps_every_pod_on_its_models() -> None:
+    """The whole method on the authored trace, every policy: ``apply`` raises on any pod placed on a model
+    its gpu_spec does not allow, so finishing is the check; the gang of T4 pairs is among the arrivals."""
+    nodes, pods = load_nodes(GPU_SPEC_NODES), load_pods(GPU_SPEC_PODS)
+    for name in POLICY_NAMES:
+        result = simulate(nodes, pods, name, seed=1)
+        assert result.pods > len(pods), name
+        assert result.pods - result.failed > 0, name
+        assert result.gangs >= 1, name
+
+
+def test_an_empty_gpu_spec_changes_nothing(tmp_path: Path) -> None:
+    """Pods without a gpu_spec (empty, "nan", or a pod list without the column) carry no constraint: the
+    baselines' fit is capacity alone, ours is asked with no constraint, and the GPU model labels ours'
+    index now carries change none of its decisions."""
+    nodes = load_nodes(GPU_SPEC_NODES)
+    with GPU_SPEC_PODS.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for name, drop in (("blank.csv", False), ("without-column.csv", True)):
+        fields = [f for f in rows[0] if not (drop and f == "gpu_spec")]
+        with (tmp_path / name).open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fields, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({**row, "gpu_spec": ""} for row in rows)
+    blank, without = load_pods(tmp_path / "blank.csv"), load_pods(tmp_path / "without-column.csv")
+    assert blank == without
+    assert blank == [replace(pod, gpu_models=()) for pod in load_pods(GPU_SPEC_PODS)]
+    cluster = SimCluster(nodes)
+    for pod in blank:
+        assert pending_pod("p", pod).constraints == PodConstraints()
+        capacity = (cluster.cpu_free >= pod.cpu_milli) & (cluster.memory_free >= pod.memory_mib)
+        if pod.gpus:
+            capacity &= (cluster.gpu_left >= pod.gpu_milli).sum(axis=1) >= pod.gpus
+        assert (cluster.fits(pod) == capacity).all()
+    # Ours with the nodes' model labels and ours without them choose alike, pod after pod.
+    labelled, bare = (Ours(SimCluster(nodes), gangs=False, workload=blank) for _ in range(2))
+    for node in nodes:
+        bare.index.facts.remove_node(node.name)
+    assert labelled.index.facts.node("v100-0") is not None
+    assert bare.index.facts.node("v100-0") is None
+    for number, pod in enumerate(blank * 3):
+        key = f"p{number}"
+        assert labelled.choose(key, pod) == bare.choose(key, pod), pod.name
+        labelled.keep(key)
+        bare.keep(key)
+
+
+def test_ours_judges_the_gpu_model_label_through_the_constraint_core() -> None:
+    nodes = load_nodes(GPU_SPEC_NODES)
+    policy = Ours(SimCluster(nodes), gangs=False, workload=None)
+    facts = policy.index.facts.node("t4-0")
+    assert facts is not None
+    assert facts.labels == ((GPU_MODEL_LABEL, "T4"),)
+    assert policy.index.facts.node("cpu-0") is not None
+    pod = next(p for p in load_pods(GPU_SPEC_PODS) if p.name == "v100-whole-0")
+    decision = policy.reservations.decide(pending_pod("v", pod))
+    assert decision.node in ("v100-0", "v100-1")
+    rejections = decision.rejections()
+    for node in ("t4-0", "t4-1"):
+        assert rejections[node].message == "node(s) didn't match Pod's node affinity/selector"
+
+
 @pytest.fixture(scope="module")
 def trace() -> tuple[list[TraceNode], list[TracePod]]:
     require_shared(TRACE / DEFAULT_NODE_LIST)
@@ -222,6 +348,7 @@ def test_trace_topology_is_deterministic_and_complete(trace: tuple[list[TraceNod
         assert len(topology.gpus) == node.gpus
         assert sum(len(c.cpus) for c in topology.numa_cells) * 1000 == node.cpu_milli
     assert sum(1 for p in pods if p.gang) > 0
+    assert not any(p.gpu_models for p in pods)  # this trace's gpu_spec column is empty throughout
 
 
 def test_calibration_against_the_fgd_paper_reduced(trace: tuple[list[TraceNode], list[TracePod]]) -> None:

@@ -111,10 +111,18 @@ def call(method: Callable[..., Any], request: Any) -> tuple[grpc.StatusCode, Any
         return failed.code(), failed.details()
 
 
+# The demo's GPU nodes carry the taint a GPU node pool carries; GPU pods tolerate it, as they do there.
+GPU_TOLERATION = pb.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+
+
 def pod(name: str, *, namespace: str = NAMESPACE, gpus: int = 1, labels: dict[str, str] | None = None) -> pb.Pod:
     resources = {"cpu": "4", "memory": "8Gi"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
     return pb.Pod(
-        namespace=namespace, name=name, labels=labels or {}, containers=[pb.Container(name="main", limits=resources)]
+        namespace=namespace,
+        name=name,
+        labels=labels or {},
+        containers=[pb.Container(name="main", limits=resources)],
+        tolerations=[GPU_TOLERATION] if gpus else [],
     )
 
 

@@ -8,6 +8,13 @@ the caller passes a way to discover it (``placement`` may not import ``agent.dis
 contracts keep host access in the agent, so ``placement.main`` hands over
 ``lambda: discover(HostFS("/"), nvml=...)``).
 
+Every node carries what a real cluster's Node object does (``node_facts``): the kubelet's labels
+(hostname, OS, architecture), the cloud provider's (instance type, zone: the fleet alternates between two
+zones) and, on GPU nodes, the NVIDIA GPU operator's ``nvidia.com/gpu.present`` label and the
+``nvidia.com/gpu=present:NoSchedule`` taint GPU node pools carry. The demo's GPU pods tolerate that taint,
+as GPU operator users' pods do; its nodeSelectors are real ones, judged by the service's port of
+kube-scheduler's plugins like any pod's constraints.
+
 Decisions go through ``PlacementEngine``, the same facade the gRPC servicer uses, so what the demo
 prints is what ``Reserve`` and ``PlaceGang`` answer.
 """
@@ -24,6 +31,8 @@ from typing import TextIO
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, POLICY_KEY
+from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
+from placement.core.constraints.selectors import HOSTNAME_LABEL
 from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import GPU_RESOURCE, demand_of
 from placement.service.engine import PlacementEngine
@@ -48,6 +57,20 @@ SERVICE = "kubenexus.placement.v1.Placement"
 _TOP_REASONS = 3
 _EXAMPLE_NODES = 3
 
+# What a real cluster's Node carries (node_facts): well-known labels (k8s.io/api/core/v1), GPU feature
+# discovery's, and the taint a GPU node pool is given so that only pods tolerating it land there.
+OS_LABEL = "kubernetes.io/os"
+ARCH_LABEL = "kubernetes.io/arch"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+ZONES = ("zone-a", "zone-b")  # node <type>-<n> is in ZONES[n % 2]
+GPU_TAINT = Taint(GPU_RESOURCE, TaintEffect.NO_SCHEDULE, "present")
+# What the ExtendedResourceToleration admission plugin adds to a pod asking for nvidia.com/gpu, and what
+# GPU operator users write themselves where the plugin is off.
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+_GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}  # the kernel's machine name -> GOARCH, the label's value
+
 
 def load_machine(stem: str) -> NodeTopology:
     """One embedded machine type, decoded with the agent's own codec (package data, so it works installed)."""
@@ -58,6 +81,31 @@ def load_machine(stem: str) -> NodeTopology:
 def machine_type(node: str) -> str:
     """The machine type of a demo node: its name less the ``-<n>`` suffix."""
     return node if node == THIS_MACHINE else node.rsplit("-", 1)[0]
+
+
+def zone_of(node: str) -> str | None:
+    """The zone of a demo node (``ZONES`` alternate with the node number); None for this machine."""
+    return None if node == THIS_MACHINE else ZONES[int(node.rsplit("-", 1)[1]) % len(ZONES)]
+
+
+def node_facts(name: str, topology: NodeTopology) -> NodeFacts:
+    """The labels and taints the Node object of a demo node carries in a real cluster.
+
+    The kubelet's hostname, OS and architecture labels; the cloud provider's instance type (the machine
+    type) and zone; on a GPU node, GPU feature discovery's ``nvidia.com/gpu.present=true`` and the
+    ``GPU_TAINT`` of GPU node pools. This machine is a bare-metal node: no cloud provider labels it.
+    """
+    labels = {HOSTNAME_LABEL: name, OS_LABEL: "linux"}
+    architecture = topology.machine.architecture
+    if architecture:
+        labels[ARCH_LABEL] = _GO_ARCH.get(architecture, architecture)
+    zone = zone_of(name)
+    if zone is not None:
+        labels[INSTANCE_TYPE_LABEL] = machine_type(name)
+        labels[ZONE_LABEL] = zone
+    if topology.gpus:
+        labels[GPU_PRESENT_LABEL] = "true"
+    return NodeFacts(name, labels=tuple(sorted(labels.items())), taints=(GPU_TAINT,) if topology.gpus else ())
 
 
 def demo_nodes() -> list[tuple[str, NodeTopology]]:
@@ -81,15 +129,23 @@ def build_demo_cluster(
     without /sys, a host without NUMA, or a driver error must not take away.
     """
     note = out if out is not None else sys.stderr
-    index = ClusterIndex()
-    for name, topology in demo_nodes():
-        index.upsert_topology(name, topology)
+    nodes = demo_nodes()
     if discover_this_machine is not None:
         try:
-            index.upsert_topology(THIS_MACHINE, discover_this_machine())
+            nodes.append((THIS_MACHINE, discover_this_machine()))
         except Exception as error:  # see the docstring: any failure here only loses the bonus node
             print(f"note: this machine is not in the demo cluster ({type(error).__name__}: {error})", file=note)
-    return PlacementEngine.over(index)
+    index = ClusterIndex()
+    engine = PlacementEngine.over(index)
+    for name, topology in nodes:
+        # What the cluster feed does with a Node and its topology report: the index takes the topology and
+        # the constraints' facts, the gang coordinator the locality labels.
+        facts = node_facts(name, topology)
+        index.upsert_topology(name, topology)
+        index.facts.set_node(facts)
+        if isinstance(engine.gangs, CoordinatedGangs):
+            engine.gangs.coordinator.observe_node(name, dict(facts.labels), topology)
+    return engine
 
 
 # --- the sample mix -------------------------------------------------------------------------------
@@ -97,14 +153,14 @@ def build_demo_cluster(
 
 @dataclass(frozen=True)
 class Workload:
-    """One item of the sample mix: a pod or a gang, and the nodes its nodeSelector would allow."""
+    """One item of the sample mix: a pod or a gang. Every node is a candidate; the pods' own nodeSelector
+    and tolerations say where they may go."""
 
     key: str
     title: str
     shows: str  # what this decision demonstrates, one sentence
     pods: tuple[PodSpec, ...]
     gang_min_member: int | None = None  # None: a single pod
-    machine_types: tuple[str, ...] = ()  # () = every node
 
     @property
     def is_gang(self) -> bool:
@@ -140,7 +196,10 @@ def demo_pod(
     policy: str | None = None,
     guaranteed: bool = True,
     group: tuple[str, int] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerate_gpu_taint: bool = True,
 ) -> PodSpec:
+    """A demo pod; one asking for GPUs tolerates ``GPU_TAINT`` unless ``tolerate_gpu_taint`` is False."""
     requests = {"cpu": cpu, "memory": memory}
     if gpus:
         requests[GPU_RESOURCE] = str(gpus)
@@ -155,11 +214,18 @@ def demo_pod(
         # The pod-group labels as users put them on a job's pod template (placement.core.podgroup).
         labels={} if group is None else {GROUP_NAME_KEY: group[0], MIN_AVAILABLE_KEY: str(group[1])},
         annotations={} if policy is None else {POLICY_KEY: policy},
+        node_selector={} if node_selector is None else dict(node_selector),
+        tolerations=(GPU_TOLERATION,) if gpus and tolerate_gpu_taint else (),
     )
+
+
+def _instance(machine: str) -> dict[str, str]:
+    return {INSTANCE_TYPE_LABEL: machine}
 
 
 def sample_mix() -> tuple[Workload, ...]:
     """The demo's workloads, in the order they are decided (each sees what the earlier ones reserved)."""
+    spark, cpu_2s = ("spark-etl", 7), _instance("cpu-2s")
     return (
         Workload(
             "single-numa",
@@ -186,19 +252,32 @@ def sample_mix() -> tuple[Workload, ...]:
             "nvlink-bridge",
             "2-GPU pod on the NVLink-bridge machines",
             "of 4 GPUs on a NUMA cell, the pair joined by an NVLink bridge (NV12) beats the PCIe-only pairs (NODE)",
-            (demo_pod("finetune-0", cpu="8", memory="64Gi", gpus=2),),
-            machine_types=("a100-pcie-nvbridge",),
+            (demo_pod("finetune-0", cpu="8", memory="64Gi", gpus=2, node_selector=_instance("a100-pcie-nvbridge")),),
         ),
         Workload(
             "spark-etl",
             "Spark driver + 6 executors",
             "a CPU gang on the CPU nodes (nodeSelector), min-available 7, kept off the isolated pod's cell",
             (
-                demo_pod("spark-driver", cpu="2", memory="8Gi", guaranteed=False, group=("spark-etl", 7)),
-                *(demo_pod(f"spark-exec-{n}", cpu="8", memory="32Gi", group=("spark-etl", 7)) for n in range(6)),
+                demo_pod("spark-driver", cpu="2", memory="8Gi", guaranteed=False, group=spark, node_selector=cpu_2s),
+                *(
+                    demo_pod(f"spark-exec-{n}", cpu="8", memory="32Gi", group=spark, node_selector=cpu_2s)
+                    for n in range(6)
+                ),
             ),
             gang_min_member=7,
-            machine_types=("cpu-2s",),
+        ),
+        Workload(
+            "zone-pinned",
+            "CPU pod pinned to a zone",
+            "zone-a CPU nodes fail its nodeSelector, every GPU node its taint (checked first, as kube-scheduler does)",
+            (demo_pod("cache-0", cpu="4", memory="16Gi", node_selector={ZONE_LABEL: "zone-b"}),),
+        ),
+        Workload(
+            "untolerated",
+            "GPU pod without the GPU taint's toleration",
+            "every GPU node carries nvidia.com/gpu=present:NoSchedule: a pod that does not tolerate it fits nowhere",
+            (demo_pod("notebook-0", cpu="4", memory="16Gi", gpus=1, tolerate_gpu_taint=False),),
         ),
         Workload(
             "invalid-policy",
@@ -233,8 +312,7 @@ def schedule_sample_mix(engine: PlacementEngine, workloads: Iterable[Workload] |
 
 
 def _decide(engine: PlacementEngine, coordinator: GangCoordinator | None, workload: Workload) -> Result:
-    allowed = workload.machine_types
-    nodes = sorted(n for n in engine.index.node_names() if not allowed or machine_type(n) in allowed)
+    nodes = sorted(engine.index.node_names())
     try:
         if workload.is_gang and coordinator is not None:
             result = _decide_gang(coordinator, workload, nodes)
@@ -382,8 +460,10 @@ def print_result(number: int, result: Result, out: TextIO) -> None:
     workload = result.workload
     print(f"[{number}] {workload.title}", file=out)
     print(f"    why      {workload.shows}", file=out)
-    where = ", ".join(workload.machine_types) if workload.machine_types else "every node"
-    print(f"    nodes    {result.candidates} candidates ({where})", file=out)
+    print(f"    nodes    {result.candidates} candidates (every node)", file=out)
+    rules = scheduling_rules(workload.pods[0])
+    if rules:
+        print(f"    rules    {rules}", file=out)
     if result.error is not None:
         pod = workload.pods[0]
         print(f"    pod      {pod.namespace}/{pod.name}: {_annotations(pod)}", file=out)
@@ -436,6 +516,15 @@ def _print_rejections(rejected: Sequence[Rejections], out: TextIO) -> None:
         print(f"      {line}", file=out)
 
 
+def scheduling_rules(pod: PodSpec) -> str:
+    """The pod's nodeSelector and tolerations as one line, tolerations as ``kubectl describe`` prints them."""
+    parts = [f"nodeSelector {key}={value}" for key, value in sorted(pod.node_selector.items())]
+    for toleration in pod.tolerations:
+        taint = f"{toleration.get('key', '')}:{toleration.get('effect', '')}".strip(":")
+        parts.append(f"tolerates {taint} op={toleration.get('operator') or 'Equal'}")
+    return "; ".join(parts)
+
+
 def _annotations(pod: PodSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in pod.annotations.items()) or "no annotations"
 
@@ -450,6 +539,7 @@ def grpcurl_commands(listen_address: str) -> list[str]:
     explain = (
         '{"node":"dgx-a100-0","pod":{"namespace":"demo","name":"try-me",'
         '"annotations":{"numa.scheduling.kubenexus.io/policy":"single-numa"},'
+        '"tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}],'
         '"containers":[{"name":"main","requests":{"cpu":"8","memory":"32Gi","nvidia.com/gpu":"2"},'
         '"limits":{"cpu":"8","memory":"32Gi","nvidia.com/gpu":"2"}}]}}'
     )
@@ -468,6 +558,13 @@ def run_demo(engine: PlacementEngine, *, out: TextIO, listen_address: str = DEFA
     counts = Counter(machine_type(n) for n in names)
     fleet = ", ".join(f"{count} x {stem}" for stem, count in counts.items())
     print(f"KubeNexus placement demo: {len(names)} nodes ({fleet})", file=out)
+    print(
+        f"Node labels as in a cluster: {HOSTNAME_LABEL}, {OS_LABEL}, {ARCH_LABEL}, {INSTANCE_TYPE_LABEL} (the "
+        f"machine type), {ZONE_LABEL} ({' and '.join(ZONES)}: even and odd node numbers); GPU nodes also "
+        f"{GPU_PRESENT_LABEL}=true and the taint {GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}, which "
+        "the GPU pods below tolerate.",
+        file=out,
+    )
     print("Each block is one decision, taken in order; each sees what the earlier ones placed.", file=out)
     print("Placed pods are then marked bound, as the binder would bind them: they stay for grpcurl.\n", file=out)
     for number, result in enumerate(schedule_sample_mix(engine), start=1):

@@ -3,8 +3,9 @@
 Every policy places into its own ``SimCluster``; the simulator applies each placement here, after the
 kubelet's admission (``placement.core.topology_manager.admit``, the exact model) has accepted it on the
 node's current state, so that a policy can never over-commit: ``apply`` refuses, loudly, anything the
-node does not hold. GPUs are tracked in thousandths (``gpu_left``): a free GPU has ``GPU_MILLI``, one
-held whole 0, a shared one what its pods left.
+node does not hold, and a node whose GPU model the pod's ``gpu_spec`` does not allow. GPUs are tracked
+in thousandths (``gpu_left``): a free GPU has ``GPU_MILLI``, one held whole 0, a shared one what its pods
+left.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ MAX_CELLS = 2
 
 
 class OvercommitError(AssertionError):
-    """A placement the node cannot hold reached ``apply``: a simulator bug, never a policy outcome."""
+    """A placement the node cannot hold (or, by the pod's GPU models, may not) reached ``apply``: a
+    simulator bug, never a policy outcome."""
 
 
 def kubelet_pod(pod: TracePod) -> Pod:
@@ -82,6 +84,8 @@ class SimCluster:
         self.cpu_free = self.cpu_capacity.copy()
         self.memory_free = self.memory_capacity.copy()
         self.gpu_count = np.array([n.gpus for n in nodes], dtype=np.int64)
+        self.models = np.array([n.model for n in nodes], dtype=np.str_)
+        self._model_masks: dict[tuple[str, ...], npt.NDArray[np.bool_]] = {}
         # Thousandths left per GPU slot; slots past a node's GPUs hold 0 and never fit anything.
         self.gpu_left: npt.NDArray[np.float64] = np.zeros((count, MAX_GPUS))
         self.gpu_cell = np.zeros((count, MAX_GPUS), dtype=np.int64)
@@ -111,11 +115,22 @@ class SimCluster:
     # --- reading ------------------------------------------------------------------------------------------
 
     def fits(self, pod: TracePod) -> npt.NDArray[np.bool_]:
-        """[N] node-level fit: CPUs, memory, and enough GPUs with the pod's thousandths left each."""
+        """[N] node-level fit: the pod's GPU models, CPUs, memory, and enough GPUs with the pod's thousandths
+        left each."""
         ok = (self.cpu_free >= pod.cpu_milli) & (self.memory_free >= pod.memory_mib)
         if pod.gpus:
             ok &= (self.gpu_left >= pod.gpu_milli).sum(axis=1) >= pod.gpus
+        if pod.gpu_models:
+            ok &= self.allowed_models(pod.gpu_models)
         return ok
+
+    def allowed_models(self, models: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+        """[N] the nodes whose GPU model is one of ``models`` (read-only; one array per distinct spec)."""
+        mask = self._model_masks.get(models)
+        if mask is None:
+            mask = self._model_masks[models] = np.isin(self.models, models)
+            mask.flags.writeable = False
+        return mask
 
     def free_gpus(self, row: int) -> frozenset[int]:
         """GPUs nothing holds any part of."""
@@ -153,6 +168,11 @@ class SimCluster:
         manager does with the kubelet's hint (the rest from anywhere), and ``gpus`` by index."""
         if len(gpus) != pod.gpus or len(set(gpus)) != len(gpus):
             raise OvercommitError(f"{pod.name}: needs {pod.gpus} distinct GPUs, got {list(gpus)}")
+        if pod.gpu_models and self.nodes[row].model not in pod.gpu_models:
+            raise OvercommitError(
+                f"{pod.name} may run on {'|'.join(pod.gpu_models)} only, not on {self.names[row]} "
+                f"({self.nodes[row].model or 'no GPU model'})"
+            )
         if self.cpu_free[row] < pod.cpu_milli or self.memory_free[row] < pod.memory_mib:
             raise OvercommitError(f"{pod.name} does not fit the CPUs or memory left on {self.names[row]}")
         if any(g >= self.gpu_count[row] or self.gpu_left[row, g] < pod.gpu_milli for g in gpus):

@@ -1,8 +1,10 @@
 """The placement policies the simulator compares; each picks a node and GPUs for one pod.
 
-Baselines score the simulator's own arrays (they are other schedulers, not ours); ``Ours`` goes through
-the real placement service: ``ClusterIndex`` + ``Reservations.decide`` (vectorised kubelet admission, the
-score, the exact check, ``choose_gpu_set`` / ``least_fragmenting_gpu``). Ties between equal scores
+Baselines score the simulator's own arrays (they are other schedulers, not ours) and keep to the pod's
+GPU models through ``SimCluster.fits``; ``Ours`` goes through the real placement service: ``ClusterIndex``
++ ``Reservations.decide`` (vectorised kubelet admission, the score, the exact check, ``choose_gpu_set`` /
+``least_fragmenting_gpu``), with the nodes' GPU model labels in the index's node facts and the pod's GPU
+models as a required node affinity, judged by the constraint core as any pod's. Ties between equal scores
 are broken at random, as kube-scheduler's ``selectHost`` does. Whole GPUs "by lowest index" means the lowest free
 indices; a GPU share goes on the GPU with the least left that fits (the FGD simulator's default) unless
 the policy says otherwise. ``cpu_cells`` None lets the kubelet's hint place the exclusive CPUs.
@@ -21,12 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
+from placement.core.constraints.model import NodeFacts, PodConstraints
 from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod
 from placement.core.vocabulary import GPU_MILLI, PodShape
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
 from placement.sim.gpuallocator import BestEffortBaseline
-from placement.sim.trace import TracePod, node_topology
+from placement.sim.trace import TracePod, gpu_model_affinity, node_labels, node_topology
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement
 from placement.state.reservations import Reservations
@@ -345,6 +348,18 @@ def _sigmoid(values: FloatArray) -> FloatArray:
     return result
 
 
+def pending_pod(key: str, pod: TracePod, *, labels: dict[str, str] | None = None) -> PendingPod:
+    """The trace pod as the service is asked about it: its kubelet model, NUMA intent and GPU models."""
+    return PendingPod(
+        namespace=NAMESPACE,
+        name=key,
+        pod=kubelet_pod(pod),
+        intent=PodIntent(policy=pod.intent),
+        labels={} if labels is None else labels,
+        constraints=PodConstraints(node_affinity=gpu_model_affinity(pod)),
+    )
+
+
 class Ours:
     """The placement service itself: ``Reservations.decide`` over a ``ClusterIndex`` of the trace nodes.
 
@@ -363,6 +378,7 @@ class Ours:
         )
         for node in cluster.nodes:
             self.index.upsert_topology(node.name, node_topology(node, numa=cluster.numa))
+            self.index.facts.set_node(NodeFacts(node.name, labels=node_labels(node)))
         self.reservations = Reservations(self.index, ttl_s=1e12, clock=lambda: 0.0)
         # No permit timeout: the simulator binds a reserved gang at once.
         self.coordinator = GangCoordinator(
@@ -371,8 +387,7 @@ class Ours:
         self.rows = {name: row for row, name in enumerate(cluster.names)}
 
     def choose(self, key: str, pod: TracePod) -> Choice | None:
-        request = PendingPod(namespace=NAMESPACE, name=key, pod=kubelet_pod(pod), intent=PodIntent(policy=pod.intent))
-        decision = self.reservations.decide(request)
+        decision = self.reservations.decide(pending_pod(key, pod))
         if decision.node is None:
             return None
         return Choice(self.rows[decision.node], decision.gpus, decision.cells)
@@ -381,8 +396,7 @@ class Ours:
         """Where each member of a gang goes, all reserved at once; None when the gang does not fit."""
         for key, pod in zip(keys, pods, strict=True):
             labels = {GROUP_NAME_KEY: group, MIN_AVAILABLE_KEY: str(len(pods))}
-            member = PendingPod(NAMESPACE, key, kubelet_pod(pod), PodIntent(policy=pod.intent), labels)
-            self.coordinator.add_member(member)
+            self.coordinator.add_member(pending_pod(key, pod, labels=labels))
         placement = self.coordinator.place(NAMESPACE, group)
         if not isinstance(placement, GangPlacement):
             for key in keys:  # a gang that cannot start now never comes back in this simulation

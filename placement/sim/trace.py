@@ -15,9 +15,15 @@ deterministically, so that every run and every policy sees the same cluster (doc
 * Pods: QoS ``LS`` and ``Guaranteed`` run Guaranteed (integral CPUs become exclusive), the rest Burstable.
   NUMA intent mix from the pod-name hash: 20% ``single-numa``, 10% ``restricted``, the rest none; a pod
   that no socket of any node could hold whole (more GPUs than a socket has) gets no single-numa intent.
-* Gangs: multi-GPU pods (2+ GPUs) with the same shape (CPUs, memory, GPUs), in trace order, form gangs
-  of 2 to 4 members (size from the first member's hash; a shape's last gang takes what is left, a lone
-  pod stays alone). A gang arrives when its first member would have arrived.
+* Gangs: multi-GPU pods (2+ GPUs) with the same shape (CPUs, memory, GPUs, GPU models), in trace order,
+  form gangs of 2 to 4 members (size from the first member's hash; a shape's last gang takes what is
+  left, a lone pod stays alone). A gang arrives when its first member would have arrived.
+
+The trace's own GPU model constraint is kept: a pod's ``gpu_spec`` ("V100M16|V100M32": any of these
+models; empty or ``nan``: any node) becomes ``TracePod.gpu_models``, and each GPU node carries its model
+as the ``GPU_MODEL_LABEL`` label (``node_labels``), the label NVIDIA GPU feature discovery publishes. A
+pod with models may run only on a node of one of them, whatever its GPU count: the required node
+affinity ``gpu_model_affinity`` says so to the real constraint core, ``SimCluster.fits`` to the baselines.
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ from kubenexus.topology.model import (
     NumaCell,
     PathKind,
 )
+from placement.core.constraints.model import (
+    Labels,
+    NodeAffinity,
+    NodeSelectorTerm,
+    Operator,
+    Requirement,
+)
 from placement.core.intent import NumaIntentPolicy
 
 DEFAULT_NODE_LIST = "openb_node_list_gpu_node.csv"
@@ -55,6 +68,8 @@ GUARANTEED_QOS = frozenset({"LS", "Guaranteed"})
 KUBELET_MIX = ((40, "single-numa-node"), (70, "restricted"), (90, "best-effort"), (100, "none"))
 INTENT_MIX = ((20, NumaIntentPolicy.SINGLE_NUMA), (30, NumaIntentPolicy.RESTRICTED))
 GANG_SIZES = (2, 3, 4)
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's label; here the trace's model code
+_NO_SPEC = frozenset({"", "nan"})  # how the trace writes "no GPU model constraint"
 
 
 def shared_data_dir() -> Path:
@@ -86,6 +101,7 @@ class TracePod:
     guaranteed: bool
     intent: NumaIntentPolicy | None = None
     gang: str | None = None  # gang name, for members of a synthesised gang
+    gpu_models: tuple[str, ...] = ()  # the trace's gpu_spec: the node's GPU model must be one of these; () any
 
     @property
     def shares_gpu(self) -> bool:
@@ -106,6 +122,26 @@ def _int(row: dict[str, str], key: str, where: str) -> int:
         return int(float(row[key] or 0))
     except (KeyError, ValueError):
         raise TraceError(f"{where}: field {key!r} is missing or not a number ({row.get(key)!r})") from None
+
+
+def parse_gpu_spec(text: str | None) -> tuple[str, ...]:
+    """The GPU models of a ``gpu_spec`` field ("V100M16|V100M32"), sorted; () for none (empty, ``nan``)."""
+    if text is None or text.strip() in _NO_SPEC:
+        return ()
+    return tuple(sorted({model.strip() for model in text.split("|")} - _NO_SPEC))
+
+
+def node_labels(node: TraceNode) -> Labels:
+    """The labels of a trace node the constraints read: its GPU model, when it has one."""
+    return ((GPU_MODEL_LABEL, node.model),) if node.model else ()
+
+
+def gpu_model_affinity(pod: TracePod) -> NodeAffinity | None:
+    """The pod's ``gpu_spec`` as a required node affinity (In on ``GPU_MODEL_LABEL``); None without one."""
+    if not pod.gpu_models:
+        return None
+    requirement = Requirement(GPU_MODEL_LABEL, Operator.IN, pod.gpu_models)
+    return NodeAffinity(required=(NodeSelectorTerm(match_expressions=(requirement,)),))
 
 
 def load_nodes(path: Path) -> list[TraceNode]:
@@ -153,16 +189,17 @@ def load_pods(path: Path, *, largest_socket_gpus: int = 4) -> list[TracePod]:
                 gpu_milli=gpu_milli,
                 guaranteed=(row.get("qos") or "") in GUARANTEED_QOS,
                 intent=intent,
+                gpu_models=parse_gpu_spec(row.get("gpu_spec")),
             )
         )
     return synthesise_gangs(pods)
 
 
 def synthesise_gangs(pods: Sequence[TracePod]) -> list[TracePod]:
-    by_shape: dict[tuple[int, int, int], list[int]] = {}
+    by_shape: dict[tuple[int, int, int, tuple[str, ...]], list[int]] = {}
     for position, pod in enumerate(pods):
         if pod.gpus >= 2:
-            by_shape.setdefault((pod.cpu_milli, pod.memory_mib, pod.gpus), []).append(position)
+            by_shape.setdefault((pod.cpu_milli, pod.memory_mib, pod.gpus, pod.gpu_models), []).append(position)
     gang_of: dict[int, str] = {}
     for positions in by_shape.values():
         start = 0
