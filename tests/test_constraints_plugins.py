@@ -8,6 +8,7 @@ import pytest
 
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.context import PodInCluster
 from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.model import (
     ClaimFacts,
@@ -200,6 +201,28 @@ def test_the_memo_follows_the_versions() -> None:
     other = ListCluster.of(nodes)
     verdict = constraint_filter(other, other.rows(), pod.namespace, pod.labels, pod.constraints, cache=cache)
     assert verdict.feasible.tolist() == [True, False]  # another view: the memo starts over
+
+
+def test_a_kept_verdict_follows_the_versions() -> None:
+    """``PodInCluster`` keeps a pod's verdict while the versions stand, and judges afresh when either moves."""
+    nodes = [NodeFacts("a", (("kubernetes.io/hostname", "a"), *ZONE_A)), NodeFacts("b", ZONE_B)]
+    cluster = ListCluster.of(nodes)
+    web = (("app", "web"),)
+    apart = PodConstraints(node_selector=ZONE_A, pod_anti_affinity=_anti("kubernetes.io/hostname"))
+    cache = ConstraintCache()
+
+    def feasible() -> list[bool]:
+        verdict = PodInCluster(cluster, cache, "ns", web, apart).verdict(cluster.rows())
+        found: list[bool] = verdict.feasible.tolist()
+        return found
+
+    assert feasible() == [True, False]
+    cluster.pods.append(PlacedPod("ns", "web-0", "a", web))
+    cluster.touch_pods()
+    assert feasible() == [False, False]  # a holds a web pod now
+    cluster.slots[1] = NodeFacts("b", (("kubernetes.io/hostname", "b"), *ZONE_A))
+    cluster.touch_labels()
+    assert feasible() == [False, True]  # b joined zone a
 
 
 def test_free_slots_count_nowhere() -> None:

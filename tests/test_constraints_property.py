@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.context import PLUGIN_WEIGHTS, PodInCluster
 from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.model import (
     ClaimFacts,
@@ -43,6 +44,7 @@ from placement.core.constraints.model import (
 )
 from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.terms import IncomingPod
+from placement.core.scoring import Scores, with_constraint_scores
 from tests.constraint_cluster import ListCluster
 
 NODE_KEYS = ("zone", "rack", "kubernetes.io/hostname", "gpu", "bad key!")
@@ -332,3 +334,68 @@ def test_vectorised_equals_reference(
     assert_same(cluster, second, cache)
     assert_same(cluster, first, cache)
     assert np.array_equal(cluster.rows(), cluster.rows())
+
+
+@settings(max_examples=200)
+@given(scenarios(), st.data())
+def test_a_pod_that_constrains_nothing_gets_what_the_plugins_give(
+    scenario: tuple[ListCluster, IncomingPod, IncomingPod], data: st.DataObject
+) -> None:
+    """``PodInCluster`` answers a pod that states no constraint without running the plugins when no node
+    and no placed pod's term can tell nodes apart for it: the answer must be the plugins' own."""
+    cluster, first, _ = scenario
+    priority = data.draw(st.sampled_from([None, 0, 1000]))
+    plain = PodConstraints(priority=priority)
+    assert plain.constrains_nothing()
+    cache = ConstraintCache()
+    judged = PodInCluster(cluster, cache, first.namespace, first.labels, plain)
+    rows = cluster.rows()
+    want = constraint_filter(cluster, rows, first.namespace, first.labels, plain, cache=ConstraintCache())
+    got = judged.verdict(rows)
+    assert [got.rejected(i) for i in range(len(rows))] == [want.rejected(i) for i in range(len(rows))]
+    feasible = rows[want.feasible] if want.feasible.any() else rows
+    base = Scores(
+        rows=feasible,
+        total=np.full(len(feasible), 50.0),
+        components={"fit": np.full(len(feasible), 0.5)},
+        shares={"fit": 100.0},
+        landing_cell=np.full(len(feasible), -1, dtype=np.int64),
+    )
+    plugins = constraint_scores(cluster, feasible, first.namespace, first.labels, plain, cache=ConstraintCache())
+    expected = with_constraint_scores(base, plugins, PLUGIN_WEIGHTS)
+    scored = judged.scored(base)
+    assert scored.total.tolist() == expected.total.tolist()
+    assert dict(scored.shares) == dict(expected.shares)
+
+
+@settings(max_examples=150)
+@given(scenarios(), st.data())
+def test_a_kept_verdict_is_the_plugins_verdict_while_the_cluster_holds_still(
+    scenario: tuple[ListCluster, IncomingPod, IncomingPod], data: st.DataObject
+) -> None:
+    """``PodInCluster`` keeps a pod's verdict over every slot while the view's versions stand; asked about
+    any rows, before and after the cluster changes, it answers what the plugins answer for those rows."""
+    cluster, first, second = scenario
+    cache = ConstraintCache()
+
+    def check(pod: IncomingPod) -> None:
+        rows = cluster.rows()
+        subset = rows[data.draw(st.lists(st.integers(0, len(rows) - 1), unique=True))] if len(rows) else rows
+        for asked in (rows, subset):
+            want = constraint_filter(cluster, asked, pod.namespace, pod.labels, pod.constraints)
+            got = PodInCluster(cluster, cache, pod.namespace, pod.labels, pod.constraints).verdict(asked)
+            assert [got.rejected(i) for i in range(len(asked))] == [want.rejected(i) for i in range(len(asked))]
+
+    check(first)
+    check(second)
+    names = [n.name for n in cluster.slots if n is not None]
+    cluster.pods.append(data.draw(placed_pods(names, minimum=1))[0])
+    cluster.touch_pods()
+    check(first)
+    slot = data.draw(st.sampled_from([s for s, n in enumerate(cluster.slots) if n is not None]))
+    node = cluster.slots[slot]
+    assert node is not None
+    cluster.slots[slot] = NodeFacts(node.name, data.draw(NODE_LABELS), node.taints, not node.unschedulable, node.ready)
+    cluster.touch_labels()
+    check(first)
+    check(second)

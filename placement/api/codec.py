@@ -91,6 +91,7 @@ def _pod(message: pb.Pod) -> PodSpec:
         scheduling_gates=tuple(gate.name for gate in message.scheduling_gates),
         overhead=dict(message.overhead),
         claims=tuple(message.persistent_volume_claims),
+        source=message.SerializeToString(deterministic=True),
     )
 
 

@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -121,6 +121,9 @@ class PodSpec:
     # The PersistentVolumeClaims its volumes use: persistentVolumeClaim.claimName, and for an ephemeral
     # volume the claim the ephemeral volume controller makes for it, named <pod>-<volume>.
     claims: tuple[str, ...] = ()
+    # What the request carried, as it carried it (the Pod message's bytes, the pod_json text): the same
+    # key for the same pod, so that a validated pod can be kept (``PlacementEngine``); "" when unknown.
+    source: str | bytes = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def pod_spec_from_json(text: str) -> PodSpec:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
         raise PodParseError(f"pod_json is not valid JSON: {error}") from None
-    return pod_spec_from_object(document)
+    return replace(pod_spec_from_object(document), source=text)
 
 
 def json_depth(text: str) -> int:
@@ -325,6 +328,8 @@ def _constraints(spec: PodSpec, where: str) -> PodConstraints:
     selectors of others match them)."""
     try:
         label_map(spec.labels, "metadata.labels")
+        if _states_no_constraint(spec):
+            return _only_priority(spec)
         node_affinity, pod_affinity, pod_anti_affinity = parse_affinity(spec.affinity, "spec.affinity", spec.labels)
         return PodConstraints(
             node_name=spec.node_name and object_name(spec.node_name, "spec.nodeName"),
@@ -347,6 +352,34 @@ def _constraints(spec: PodSpec, where: str) -> PodConstraints:
         )
     except InvalidField as error:
         raise PodParseError(f"{where}: {error}") from None
+
+
+_NO_CONSTRAINTS = PodConstraints()
+
+
+def _states_no_constraint(spec: PodSpec) -> bool:
+    """The pod sets none of the fields the plugins read (what most pods a scheduler is asked about look
+    like): nothing to parse but its priority. A field given empty counts as unset."""
+    return not (
+        spec.node_name
+        or spec.node_selector
+        or spec.affinity
+        or spec.tolerations
+        or spec.topology_spread_constraints
+        or spec.scheduling_gates
+        or spec.claims
+        or any(container.ports for container in (*spec.init_containers, *spec.containers))
+    )
+
+
+def _only_priority(spec: PodSpec) -> PodConstraints:
+    if spec.priority is None and not spec.priority_class_name:
+        return _NO_CONSTRAINTS
+    return PodConstraints(
+        priority=spec.priority,
+        priority_class_name=spec.priority_class_name
+        and object_name(spec.priority_class_name, "spec.priorityClassName"),
+    )
 
 
 def _host_ports(spec: PodSpec) -> tuple[HostPort, ...]:

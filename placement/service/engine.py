@@ -62,6 +62,7 @@ _NO_INTENT = PodIntent()
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
 _HELD = Rejected("held for a waiting pod group (starvation prevention)", RejectionKind.HELD_FOR_GANG)
 MAX_NODE_NAMES = 100_000  # a request naming more candidates than any cluster has is a client bug
+_KEPT_PODS = 256  # validated pods kept by their source (each a few kB)
 
 
 class Owners:
@@ -115,6 +116,8 @@ class PlacementEngine:
     _owners: Owners = field(default_factory=Owners, init=False, repr=False)
     verdicts: DecisionCache = field(init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
+    # Validated pods by what the request carried: a scheduler asks Filter, then Score, about one pod.
+    _validated_pods: dict[str | bytes, PendingPod] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Filter and Score answer from kept per-node verdicts where the node has not changed since.
@@ -257,7 +260,7 @@ class PlacementEngine:
                 f"pod group {group.namespace or 'default'}/{group.name}: min_member {group.min_member} "
                 f"must be between 0 and the {len(group.members)} members sent"
             )
-        members = [self._with_priority(_validated(member)) for member in group.members]
+        members = [self._with_priority(self._validated(member)) for member in group.members]
         self._require_synced()
         self._require_leader()
         # No candidates named: every node, now and later (the group keeps them for its retries).
@@ -317,9 +320,25 @@ class PlacementEngine:
 
     def _admit_request(self, spec: PodSpec) -> PendingPod:
         """Validate first: a bad request is the caller's to fix whatever state the cache is in."""
-        pending = _validated(spec)
+        pending = self._validated(spec)
         self._require_synced()
         return self._with_priority(pending)
+
+    def _validated(self, spec: PodSpec) -> PendingPod:
+        """``validate_pod``, kept for the last ``_KEPT_PODS`` pods by their source (an invalid pod is not kept:
+        it is refused afresh each time)."""
+        kept = self._validated_pods.get(spec.source) if spec.source else None
+        if kept is not None:
+            return kept
+        try:
+            pending = validate_pod(spec)
+        except PodParseError as error:
+            raise InvalidRequest(str(error)) from None
+        if spec.source:
+            if len(self._validated_pods) >= _KEPT_PODS:
+                self._validated_pods.clear()
+            self._validated_pods[spec.source] = pending
+        return pending
 
     def _with_priority(self, pending: PendingPod) -> PendingPod:
         """The pod with its priority resolved as the API server's Priority admission resolves it: a pod
@@ -334,7 +353,7 @@ class PlacementEngine:
                 f"pod {pending.namespace}/{pending.name}: no PriorityClass with name "
                 f"{constraints.priority_class_name} was found"
             )
-        return replace(pending, priority=value, constraints=replace(constraints, priority=value))
+        return pending if value == pending.priority else replace(pending, priority=value)
 
     def _require_synced(self) -> None:
         if not self.is_synced():
@@ -394,11 +413,6 @@ def _intent(pending: PendingPod) -> PodIntent | None:
     return None if pending.intent == _NO_INTENT else pending.intent
 
 
-def _validated(spec: PodSpec) -> PendingPod:
-    try:
-        return validate_pod(spec)
-    except PodParseError as error:
-        raise InvalidRequest(str(error)) from None
 
 
 def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejections]:

@@ -63,12 +63,14 @@ from placement.core.constraints.terms import (
     placed_pod_terms,
     spread_constraints,
 )
+from placement.core.constraints.verdicts import ConstraintVerdict
 from placement.core.constraints.view import ClusterView
 from placement.core.vocabulary import BoolArray, IntArray
 
 MAX_MEMO = 4096  # entries per memo before it starts over: a guard against unbounded pod shapes
 _SPARE = 4096  # pods or groups remembered beyond twice the live ones before the registry starts over
 _NONE = -1
+_KEPT_VERDICTS = 256  # pods' verdicts kept at once (each an int16 per slot)
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
@@ -231,9 +233,11 @@ class ConstraintCache:
         self._slot_of: dict[str, int] | None = None
         self._unnamed: BoolArray | None = None
         self._occupied: BoolArray | None = None
+        self._node_rules: tuple[bool, bool] | None = None
         # While pods_version stands.
         self._placed: PlacedPods | None = None
         self._counts: dict[Hashable, IntArray] = {}
+        self._verdicts: dict[Hashable, ConstraintVerdict] = {}  # while both versions stand
         # For as long as what they describe lives. Pod objects seen, held so that their ids stay theirs, and
         # by id (sorted, for a vectorised look-up) their group and term signature.
         self._held: dict[int, PlacedPod] = {}
@@ -298,10 +302,13 @@ class ConstraintCache:
             self._untolerated.clear()
             self._prefer_no_schedule.clear()
             self._slot_of = self._unnamed = self._occupied = None
+            self._node_rules = None
+            self._verdicts.clear()
         if view.pods_version != self._pods_version:
             self._pods_version = view.pods_version
             self._placed = None
             self._counts.clear()
+            self._verdicts.clear()
 
     @property
     def view(self) -> ClusterView:
@@ -316,6 +323,31 @@ class ConstraintCache:
         if self._occupied is None:
             self._occupied = np.array([n is not None for n in self.view.node_names()], dtype=np.bool_)
         return self._occupied
+
+    def kept_verdict(self, key: Hashable, judge: Callable[[], ConstraintVerdict]) -> ConstraintVerdict:
+        """``judge()``, a verdict over every slot for the pod ``key`` names, kept while both versions stand:
+        a scheduler's Score call meets the pod its Filter call judged, and replicas of one template share
+        their namespace, labels and constraints. At most ``_KEPT_VERDICTS`` pods are kept."""
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if len(self._verdicts) >= _KEPT_VERDICTS:
+                self._verdicts.clear()
+            verdict = self._verdicts[key] = judge()
+        return verdict
+
+    def node_rules(self) -> tuple[bool, bool]:
+        """Whether any node refuses a pod that states no constraint (not ready, cordoned, or tainted
+        NoSchedule or NoExecute), and whether any node scores such pods unevenly (a PreferNoSchedule
+        taint): what lets ``PodInCluster`` answer such a pod without running the plugins."""
+        if self._node_rules is None:
+            view, occupied = self.view, self.occupied()
+            taints, matrix = view.taint_columns()
+            hard = np.array([t.effect is not TaintEffect.PREFER_NO_SCHEDULE for t in taints], dtype=np.bool_)
+            tainted = matrix[occupied]
+            refuses = bool((~view.ready[occupied]).any() or view.unschedulable[occupied].any())
+            refuses = refuses or bool(tainted[:, hard].any())
+            self._node_rules = (refuses, bool(tainted[:, ~hard].any()))
+        return self._node_rules
 
     def slot_of(self, name: str) -> int | None:
         if self._slot_of is None:

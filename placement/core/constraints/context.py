@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from placement.core.constraints.cache import ConstraintCache
 from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.model import Labels, PodConstraints
@@ -30,7 +32,21 @@ class PodInCluster:
     constraints: PodConstraints
 
     def verdict(self, rows: IntArray) -> ConstraintVerdict:
-        return constraint_filter(self.view, rows, self.namespace, self.labels, self.constraints, cache=self.cache)
+        if self.constraints.constrains_nothing():
+            self.cache.bind(self.view)
+            refusing_nodes, _ = self.cache.node_rules()
+            placed = self.cache.placed()
+            if not refusing_nodes and not (placed.any_terms and placed.required_anti()):
+                return ConstraintVerdict.passing(rows)  # what the plugins would answer, without running them
+        if self.constraints.claims:  # a claim's binding bumps no version: judged afresh every time
+            return constraint_filter(self.view, rows, self.namespace, self.labels, self.constraints, cache=self.cache)
+        self.cache.bind(self.view)
+        key = (self.namespace, self.labels, self.constraints)
+        return self.cache.kept_verdict(key, self._every_slot).at(np.asarray(rows, dtype=np.int64))
+
+    def _every_slot(self) -> ConstraintVerdict:
+        slots = np.arange(self.view.capacity, dtype=np.int64)
+        return constraint_filter(self.view, slots, self.namespace, self.labels, self.constraints, cache=self.cache)
 
     def filtered(self, resources: FilterResult) -> FilterResult:
         """The resource verdict of ``resources.rows`` merged with the constraints' in kube-scheduler's order."""
@@ -38,6 +54,12 @@ class PodInCluster:
 
     def scored(self, scores: Scores) -> Scores:
         """``scores`` (of nodes that passed the filter) with the constraint plugins' scores added."""
+        if self.constraints.constrains_nothing():
+            self.cache.bind(self.view)
+            _, preferring_nodes = self.cache.node_rules()
+            placed = self.cache.placed()
+            if not preferring_nodes and not (placed.any_terms and placed.scored()):
+                return scores  # every plugin would score every node alike: nothing to add
         plugins = constraint_scores(
             self.view, scores.rows, self.namespace, self.labels, self.constraints, cache=self.cache
         )

@@ -160,6 +160,22 @@ class PodConstraints:
     priority_class_name: str = ""
     claims: tuple[str, ...] = ()  # the PersistentVolumeClaims its volumes name, in the pod's namespace
 
+    def constrains_nothing(self) -> bool:
+        """No field a filter or score plugin reads is set (the priority is for the queue, not the plugins):
+        only the nodes and the placed pods' terms can refuse such a pod or score it unevenly."""
+        return not (
+            self.node_name
+            or self.node_selector
+            or self.node_affinity
+            or self.pod_affinity
+            or self.pod_anti_affinity
+            or self.tolerations
+            or self.topology_spread
+            or self.host_ports
+            or self.scheduling_gates
+            or self.claims
+        )
+
 
 @dataclass(frozen=True)
 class ClaimFacts:

@@ -123,6 +123,11 @@ class ConstraintVerdict:
     kinds: tuple[RejectionKind, ...]
     stages: tuple[FilterStage, ...]  # of each message
 
+    @classmethod
+    def passing(cls, rows: IntArray) -> ConstraintVerdict:
+        """Every row passes every constraint."""
+        return cls(rows, np.zeros(len(rows), dtype=np.int16), (), (), ())
+
     @property
     def feasible(self) -> BoolArray:
         ok: BoolArray = self.reason_codes == 0
@@ -135,6 +140,10 @@ class ConstraintVerdict:
     def stage(self, position: int) -> FilterStage | None:
         code = int(self.reason_codes[position])
         return None if code == 0 else self.stages[code - 1]
+
+    def at(self, rows: IntArray) -> ConstraintVerdict:
+        """The verdict of ``rows``, taken from this verdict over every slot (``rows`` are slots)."""
+        return ConstraintVerdict(rows, self.reason_codes[rows], self.messages, self.kinds, self.stages)
 
     def up_to(self, last: FilterStage) -> ConstraintVerdict:
         """This verdict with only the refusals of stages up to ``last`` kept (the others pass)."""
@@ -186,6 +195,8 @@ def merge_with_resources(resources: FilterResult, constraints: ConstraintVerdict
     stage. Both must be about the same rows, in the same order."""
     if not np.array_equal(resources.rows, constraints.rows):
         raise ValueError("the resource and constraint verdicts are about different rows")
+    if not constraints.messages:  # no constraint refused any row: the resource verdict stands as it is
+        return resources
     offset = len(resources.messages)
     constraint_codes = constraints.reason_codes.astype(np.int16)
     early = np.array([False, *(s < FilterStage.NODE_RESOURCES_FIT for s in constraints.stages)], dtype=np.bool_)
