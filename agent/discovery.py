@@ -6,7 +6,7 @@ from types import ModuleType
 
 from agent.hostfs import HostFS
 from agent.sources.cpu import discover_machine
-from agent.sources.numa import discover_numa
+from agent.sources.numa import discover_numa, link_gpu_memory_cells
 from agent.sources.nvml import discover_gpus
 from agent.sources.pci import discover_pci
 from kubenexus.topology.model import NodeTopology
@@ -41,6 +41,7 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
     cells = frozenset(cell.id for cell in numa.cells)
     pci = discover_pci(fs, cpu_id_limit=cpu.cpu_id_limit, numa_nodes=cells)
     gpus = discover_gpus(fs, pci.devices, nvml=nvml, allow_fake_root=nvml_with_host_root, numa_nodes=cells)
+    numa_cells, gpu_memory_warnings = link_gpu_memory_cells(numa.cells, gpus.gpus)
     links = build_device_links(
         gpus.gpus,
         pci.nics,
@@ -50,7 +51,7 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
     )
     return NodeTopology(
         machine=cpu.machine,
-        numa_cells=numa.cells,
+        numa_cells=numa_cells,
         distances=numa.distances,
         memory_attributes=numa.memory_attributes,
         pci_devices=pci.devices,
@@ -58,5 +59,5 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
         gpus=gpus.gpus,
         links=links,
         gpu_source=gpus.source,
-        warnings=cpu.warnings + numa.warnings + pci.warnings + gpus.warnings,
+        warnings=cpu.warnings + numa.warnings + pci.warnings + gpus.warnings + gpu_memory_warnings,
     )

@@ -73,6 +73,16 @@ def test_import_topo_of_a_real_capture() -> None:
     assert len(loads(from_stdin.stdout).gpus) == 8
 
 
+def test_import_topo_of_a_gh200_keeps_the_gpu_memory_node_and_renders_it_back() -> None:
+    capture = Path(__file__).parent / "machines" / "captures" / "gh200_1gpu_nvidia-smi_topo_m.txt"
+    imported = run_agent("import-topo", str(capture), "--format", "json")
+    assert imported.returncode == 0, imported.stderr
+    (gpu,) = loads(imported.stdout).gpus
+    assert (gpu.numa_node, gpu.gpu_numa_node) == (0, 1)
+    rendered = run_agent("import-topo", str(capture), "--format", "topo")
+    assert "GPU0\t X \tNODE\tNODE\t0-71\t0\t\t1\n" in rendered.stdout
+
+
 def test_import_topo_of_garbage_is_one_clear_error() -> None:
     result = run_agent("import-topo", "-", stdin="hello\nworld\n")
     assert result.returncode == 2

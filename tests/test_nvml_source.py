@@ -24,6 +24,7 @@ from tests.machines.gpu_hardware import (
     GB200_CLIQUE_ID,
     GB200_CLUSTER_UUID,
     GB200_TRAY,
+    GH200,
     HEALTHY_MACHINES,
     HGX_H100,
     HGX_H100_BUS_IDS,
@@ -115,6 +116,32 @@ def test_gpu_numa_node_only_where_gpu_memory_is_a_numa_node(tmp_path: Path) -> N
             assert [gpu.numa_node for gpu in report.gpus] == [0, 0, 1, 1]  # the Grace each GPU hangs off
         else:
             assert gpu_nodes == [None] * len(machine.gpus), machine.name
+
+
+@pytest.mark.parametrize("sysfs_hides_numa", [False, True])
+def test_gh200_keeps_the_grace_node_and_the_gpu_memory_node_apart(tmp_path: Path, sysfs_hides_numa: bool) -> None:
+    # The CPU-side node from sysfs, or NVML's memory affinity when sysfs says -1; the memory node from NVML.
+    machine = dataclasses.replace(
+        GH200, gpus=tuple(dataclasses.replace(gpu, sysfs_hides_numa=sysfs_hides_numa) for gpu in GH200.gpus)
+    )
+    report, _ = run_discovery(tmp_path, machine)
+    (gpu,) = report.gpus
+    assert (gpu.numa_node, gpu.gpu_numa_node, gpu.cpu_affinity) == (0, 1, tuple(range(72)))
+    assert report.warnings == ()
+
+
+def test_the_fake_answers_the_numa_node_id_as_nvml_does_on_each_platform() -> None:
+    for machine, expected in ((GH200, 1), (GB200_TRAY, 2), (HGX_H100, None), (L40S_4X, None)):
+        nvml = FakeNvml(machine).module
+        nvml.nvmlInit()
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        if expected is None:  # x86: NVML_ERROR_NOT_SUPPORTED, raised as pynvml's own class
+            with pytest.raises(pynvml.NVMLError_NotSupported) as error:
+                nvml.nvmlDeviceGetNumaNodeId(handle)
+            assert error.value.value == pynvml.NVML_ERROR_NOT_SUPPORTED
+        else:
+            assert nvml.nvmlDeviceGetNumaNodeId(handle) == expected
+        nvml.nvmlShutdown()
 
 
 def test_fabric_clique_only_with_a_real_cluster(tmp_path: Path) -> None:

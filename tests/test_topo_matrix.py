@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubenexus.topology.model import DeviceLink, Gpu, Machine, Nic, NodeTopology, PathKind
+from kubenexus.topology.model import DeviceLink, Gpu, Machine, MemoryKind, Nic, NodeTopology, PathKind
 from kubenexus.topology.topo_matrix import (
     CPU_AFFINITY,
     GPU_NUMA_ID,
@@ -110,7 +111,12 @@ def test_nvswitch_machines_link_every_gpu_pair(prefix: str, label: str) -> None:
     pairs = list(itertools.combinations([f"GPU{i}" for i in range(8)], 2))
     assert _labels(topology) == dict.fromkeys(pairs, label)
     assert [gpu.numa_node for gpu in topology.gpus] == [0] * 4 + [1] * 4
-    assert all(gpu.gpu_numa_node is None for gpu in topology.gpus)
+    # x86: no GPU memory node, no GPU cell, no multi-node affinity.
+    assert all(gpu.gpu_numa_node is None and gpu.numa_affinity == () for gpu in topology.gpus)
+    assert [(cell.id, cell.memory_kind) for cell in topology.numa_cells] == [
+        (0, MemoryKind.UNKNOWN),
+        (1, MemoryKind.UNKNOWN),
+    ]
 
 
 def test_p4d_numa_cells_and_machine_come_from_the_affinity_columns() -> None:
@@ -202,7 +208,11 @@ def test_authored_capture_imports_every_field() -> None:
         ("GPU2", "NIC1"): "PHB",
         ("NIC0", "NIC1"): "SYS",
     }
-    assert [(cell.id, cell.cpus) for cell in topology.numa_cells] == [(0, (0, 1, 2, 3, 8, 9, 10, 11)), (1, ())]
+    assert [(cell.id, cell.cpus, cell.memory_kind) for cell in topology.numa_cells] == [
+        (0, (0, 1, 2, 3, 8, 9, 10, 11), MemoryKind.UNKNOWN),
+        (1, (), MemoryKind.UNKNOWN),
+        (2, (), MemoryKind.GPU),  # GPU1's own memory: a CPU-less cell, never one CPUs are pinned to
+    ]
 
 
 def test_authored_capture_renders_back_byte_for_byte_apart_from_escapes_and_legend() -> None:
@@ -215,6 +225,84 @@ def test_authored_capture_renders_back_byte_for_byte_apart_from_escapes_and_lege
 
 def test_tabs_expanded_to_spaces_import_the_same_even_with_empty_cells() -> None:
     assert parse_topo_matrix(AUTHORED.expandtabs(8)) == parse_topo_matrix(AUTHORED)
+
+
+AUTHORED_CAPTURES = Path(__file__).parent / "machines" / "captures"
+
+
+def _authored_capture(name: str) -> str:
+    return (AUTHORED_CAPTURES / f"{name}_nvidia-smi_topo_m.txt").read_text()
+
+
+def test_gh200_keeps_the_grace_node_for_alignment_and_the_gpu_memory_node_apart() -> None:
+    topology = parse_topo_matrix(_authored_capture("gh200_1gpu"))
+    (gpu,) = topology.gpus
+    assert (gpu.numa_node, gpu.gpu_numa_node, gpu.numa_affinity) == (0, 1, ())
+    assert gpu.cpu_affinity == tuple(range(72))
+    assert [(cell.id, cell.cpus, cell.memory_kind) for cell in topology.numa_cells] == [
+        (0, tuple(range(72)), MemoryKind.UNKNOWN),
+        (1, (), MemoryKind.GPU),
+    ]
+    assert topology.machine.online_cpus == tuple(range(72))
+
+
+def test_two_gh200_each_gpu_on_its_grace_with_its_own_memory_node() -> None:
+    topology = parse_topo_matrix(_authored_capture("gh200_2gpu"))
+    assert [(gpu.numa_node, gpu.gpu_numa_node) for gpu in topology.gpus] == [(0, 2), (1, 10)]
+    assert [(cell.id, len(cell.cpus), cell.memory_kind) for cell in topology.numa_cells] == [
+        (0, 72, MemoryKind.UNKNOWN),
+        (1, 72, MemoryKind.UNKNOWN),
+        (2, 0, MemoryKind.GPU),
+        (10, 0, MemoryKind.GPU),
+    ]
+    assert _labels(topology)["GPU0", "GPU1"] == "NV18"
+
+
+@pytest.mark.parametrize("name", ["gh200_1gpu", "gh200_2gpu"])
+def test_grace_captures_render_back_cell_for_cell(name: str) -> None:
+    text = _authored_capture(name)
+    topology = parse_topo_matrix(text)
+    rendered = render_topo_matrix(topology)
+    assert_same_cells(read_cells(text), read_cells(rendered))
+    assert rendered.split("\n\n")[0] == re.sub(r"\x1b\[[0-9;]*m", "", text).split("\n\n")[0]
+    assert parse_topo_matrix(rendered) == topology
+
+
+# Authored: NUMA Affinity naming several nodes, as a range, as a list, and including the GPU's own node.
+MULTI_NODE = (
+    "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tSYS\tSYS\t0-63\t0-1\t\tN/A\n"
+    "GPU1\tSYS\t X \tSYS\t0-31,64-95\t0,2\t\tN/A\n"
+    "GPU2\tSYS\tSYS\t X \t96-127\t3-4\t\t3\n"
+)
+
+
+def test_multi_node_numa_affinity_keeps_every_node_and_the_first_cpu_side_one() -> None:
+    topology = parse_topo_matrix(MULTI_NODE)
+    assert [(gpu.numa_node, gpu.numa_affinity, gpu.gpu_numa_node) for gpu in topology.gpus] == [
+        (0, (0, 1), None),
+        (0, (0, 2), None),
+        (4, (3, 4), 3),  # node 3 is the GPU's own memory: alignment uses the CPU-side node 4
+    ]
+    # CPUs affine to several nodes cannot be split between them: the cells are known, their CPUs are not.
+    assert [(cell.id, cell.cpus, cell.memory_kind) for cell in topology.numa_cells] == [
+        (0, (), MemoryKind.UNKNOWN),
+        (1, (), MemoryKind.UNKNOWN),
+        (2, (), MemoryKind.UNKNOWN),
+        (3, (), MemoryKind.GPU),
+        (4, (), MemoryKind.UNKNOWN),
+    ]
+    messages = [warning.message for warning in topology.warnings]
+    assert any("GPU0 has NUMA affinity 0-1; its NUMA node is taken as 0" in message for message in messages)
+    assert any("GPU2 has NUMA affinity 3-4; its NUMA node is taken as 4" in message for message in messages)
+
+
+def test_multi_node_numa_affinity_renders_back_as_printed() -> None:
+    topology = parse_topo_matrix(MULTI_NODE)
+    rendered = render_topo_matrix(topology)
+    assert rendered.split("\n\n")[0] == MULTI_NODE.rstrip("\n")
+    assert parse_topo_matrix(rendered) == topology
+    assert parse_topo_matrix(MULTI_NODE.expandtabs(8)) == topology
 
 
 # An old driver: SOC for SYS, the NIC named in the header, no NUMA columns, no NIC legend.
@@ -344,19 +432,28 @@ def test_a_diagonal_that_is_not_x_is_refused() -> None:
 CELL_LABELS = ["PIX", "PXB", "PHB", "NODE", "SYS", "NV1", "NV2", "NV12", "NV18", None]
 
 
+def _numa_fields(draw: st.DrawFn) -> dict[str, Any]:
+    """A GPU's node fields as an importer fills them: one node, or several with the first CPU-side one chosen."""
+    node_ids = st.none() | st.integers(0, 7)
+    gpu_numa_node = draw(node_ids)
+    affinity = tuple(sorted(draw(st.frozensets(st.integers(0, 7), min_size=2, max_size=3) | st.just(frozenset()))))
+    if not affinity:
+        return {"numa_node": draw(node_ids), "gpu_numa_node": gpu_numa_node}
+    numa_node = next((node for node in affinity if node != gpu_numa_node), affinity[0])
+    return {"numa_node": numa_node, "numa_affinity": affinity, "gpu_numa_node": gpu_numa_node}
+
+
 @st.composite
 def topologies(draw: st.DrawFn) -> NodeTopology:
     gpu_count = draw(st.integers(1, 6))
     nic_count = draw(st.integers(0, 3))
     cpu_sets = st.frozensets(st.integers(0, 255), max_size=40)
-    node_ids = st.none() | st.integers(0, 7)
     gpus = tuple(
         Gpu(
             index=index,
             pci_bus_id=f"{PLACEHOLDER_BUS_ID_PREFIX}GPU{index}",
             cpu_affinity=tuple(sorted(draw(cpu_sets))),
-            numa_node=draw(node_ids),
-            gpu_numa_node=draw(node_ids),
+            **_numa_fields(draw),
         )
         for index in range(gpu_count)
     )

@@ -20,7 +20,7 @@ with a warning.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from agent.hostfs import MAX_NUMA_NODES, HostFS, HostFSError
@@ -28,6 +28,7 @@ from kubenexus.topology.cpulist import MAX_CPUS
 from kubenexus.topology.model import (
     DiscoveryWarning,
     Distances,
+    Gpu,
     HugePages,
     MemoryAttribute,
     MemoryKind,
@@ -84,6 +85,36 @@ def discover_numa(fs: HostFS, *, online_cpus: tuple[int, ...], cpu_id_limit: int
     _warn_on_duplicate_cells(cells, warn)
     distances = _distances(fs, ids, warn)
     return NumaReport(tuple(cells), distances, attributes, tuple(warnings))
+
+
+def link_gpu_memory_cells(
+    cells: tuple[NumaCell, ...], gpus: Iterable[Gpu]
+) -> tuple[tuple[NumaCell, ...], tuple[DiscoveryWarning, ...]]:
+    """Mark each GPU's own memory node (``Gpu.gpu_numa_node``, from NVML) as a cell of kind GPU.
+
+    On GH200/GB200 the GPU's HBM is a CPU-less NUMA cell; without ``/proc/driver/nvidia`` in the
+    host root it would read as plain DRAM, a cell a pod's memory could be aligned to. A cell NVML
+    names that holds CPUs is kept as the kernel lists it, with a warning: the kubelet pins CPUs there.
+    """
+    owners = {gpu.gpu_numa_node: gpu.index for gpu in gpus if gpu.gpu_numa_node is not None}
+    warnings = []
+    linked = []
+    for cell in cells:
+        if cell.id not in owners:
+            linked.append(cell)
+        elif not cell.cpus:
+            linked.append(replace(cell, memory_kind=MemoryKind.GPU))
+        else:
+            linked.append(cell)
+            warnings.append(
+                DiscoveryWarning(
+                    "numa",
+                    f"NVML names NUMA node {cell.id} as GPU {owners[cell.id]}'s own memory, but the kernel lists "
+                    "CPUs in it; kept as a CPU cell",
+                    f"{NODE_DIR}/node{cell.id}/cpulist",
+                )
+            )
+    return tuple(linked), tuple(warnings)
 
 
 def _node_ids(fs: HostFS, warn: Warn) -> tuple[int, ...]:

@@ -165,9 +165,14 @@ class Gpu:
     name: str | None = None
     memory_bytes: int | None = None
     compute_capability: str | None = None  # "9.0"
-    numa_node: int | None = None  # the host NUMA node the GPU is attached to
+    # The CPU-side NUMA node the GPU is attached to: what GPU<->CPU alignment uses.
+    numa_node: int | None = None
+    # Every node the source names as near when it names several (``nvidia-smi topo -m`` "0-1", "0,2"),
+    # ascending; () when ``numa_node`` alone says it.
+    numa_affinity: tuple[int, ...] = ()
     cpu_affinity: tuple[int, ...] = ()
-    gpu_numa_node: int | None = None  # the GPU's own memory node on coherent platforms
+    # The GPU's own memory as a NUMA node (GH200/GB200: a CPU-less cell, MemoryKind.GPU); None on x86.
+    gpu_numa_node: int | None = None
     mig_enabled: bool | None = None
     healthy: bool = True
     health_reason: str | None = None

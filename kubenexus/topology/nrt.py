@@ -203,6 +203,7 @@ def _gpu_zone(topology: NodeTopology, gpu: Gpu) -> dict[str, Any]:
             ("product", gpu.name),
             ("memory-bytes", gpu.memory_bytes),
             ("compute-capability", gpu.compute_capability),
+            ("numa-affinity", format_cpulist(gpu.numa_affinity) or None),
             ("gpu-numa-node", gpu.gpu_numa_node),
             ("health-reason", gpu.health_reason),
             ("fabric-clique", gpu.fabric_clique),

@@ -14,6 +14,11 @@ fewer columns (no "GPU NUMA ID", no "NUMA Affinity"), ``SOC`` for SYS, and name 
 header itself (``mlx5_0``) with no NIC legend. Captures pasted from a terminal have their tabs
 expanded to 8-column stops, which is how the importer recovers empty cells in them.
 
+On coherent CPU-GPU platforms (GH200, GB200) "GPU NUMA ID" names the node the GPU's own memory
+is; it becomes ``Gpu.gpu_numa_node`` and a CPU-less cell of kind GPU, never a cell CPUs are pinned
+to. "NUMA Affinity" may list several nodes (``0-1``, ``0,2``): the GPU keeps them all in
+``Gpu.numa_affinity`` and, as ``numa_node``, the first that is not its own memory node.
+
 ``topo -m`` reveals no PCI bus ids, sockets or cores. The importer gives every GPU and NIC the
 placeholder bus id ``nvidia-smi:<name>`` (``nvidia-smi:GPU0``, ``nvidia-smi:NIC1``: unique, and
 never a valid bus id), leaves ``Machine.sockets`` and ``Machine.cores`` unknown (None), and says so in
@@ -27,7 +32,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kubenexus.topology.cpulist import format_cpulist, parse_cpulist
-from kubenexus.topology.model import DeviceLink, DiscoveryWarning, Gpu, Machine, Nic, NodeTopology, NumaCell, PathKind
+from kubenexus.topology.model import (
+    DeviceLink,
+    DiscoveryWarning,
+    Gpu,
+    Machine,
+    MemoryKind,
+    Nic,
+    NodeTopology,
+    NumaCell,
+    PathKind,
+)
 
 PLACEHOLDER_BUS_ID_PREFIX = "nvidia-smi:"
 CPU_AFFINITY = "CPU Affinity"
@@ -87,7 +102,8 @@ def render_topo_matrix(topology: NodeTopology) -> str:
         cells = [" X " if other == name else labels.get(frozenset((name, other)), _UNKNOWN_CELL) for other in names]
         if row < len(gpus):
             gpu = gpus[row]
-            affinity = [format_cpulist(gpu.cpu_affinity), _id_text(gpu.numa_node), "", _id_text(gpu.gpu_numa_node)]
+            numa = format_cpulist(gpu.numa_affinity) if gpu.numa_affinity else _id_text(gpu.numa_node)
+            affinity = [format_cpulist(gpu.cpu_affinity), numa, "", _id_text(gpu.gpu_numa_node)]
         else:
             affinity = ["", "", "", ""]
         lines.append("\t".join([name, *cells, *affinity]))
@@ -361,11 +377,6 @@ def _build_topology(header: _Header, rows: dict[str, _Row], legend: dict[str, st
 def _gpu(row: _Row, warnings: list[DiscoveryWarning]) -> Gpu:
     cpus = _id_list(row, CPU_AFFINITY, "a CPU list")
     numa_nodes = _id_list(row, NUMA_AFFINITY, "a NUMA node list")
-    numa_text = row.values.get(NUMA_AFFINITY, "")
-    if len(numa_nodes) > 1:
-        warnings.append(
-            DiscoveryWarning("nvidia-smi", f"{row.label} has NUMA affinity {numa_text}; its NUMA node is left unknown")
-        )
     own_text = row.values.get(GPU_NUMA_ID, "")
     if own_text in ("", "N/A"):
         gpu_numa_node = None
@@ -373,14 +384,31 @@ def _gpu(row: _Row, warnings: list[DiscoveryWarning]) -> Gpu:
         gpu_numa_node = int(own_text)
     else:
         raise TopoParseError(row.line, f"{row.label} GPU NUMA ID {own_text!r} is neither a node id nor N/A")
+    numa_node = _cpu_side_node(numa_nodes, gpu_numa_node)
+    if len(numa_nodes) > 1:
+        warnings.append(
+            DiscoveryWarning(
+                "nvidia-smi",
+                f"{row.label} has NUMA affinity {row.values[NUMA_AFFINITY]}; its NUMA node is taken as {numa_node}, "
+                "the first that is not its own memory, and the CPU affinity is left out of the cells",
+            )
+        )
     index = int(row.label[3:])
     return Gpu(
         index=index,
         pci_bus_id=f"{PLACEHOLDER_BUS_ID_PREFIX}{row.label}",
-        numa_node=numa_nodes[0] if len(numa_nodes) == 1 else None,
+        numa_node=numa_node,
+        numa_affinity=numa_nodes if len(numa_nodes) > 1 else (),
         cpu_affinity=cpus,
         gpu_numa_node=gpu_numa_node,
     )
+
+
+def _cpu_side_node(numa_nodes: tuple[int, ...], gpu_numa_node: int | None) -> int | None:
+    """The node GPU<->CPU alignment uses: the one listed, or the first of several that is not the GPU's memory."""
+    if len(numa_nodes) <= 1:
+        return numa_nodes[0] if numa_nodes else None
+    return next((node for node in numa_nodes if node != gpu_numa_node), numa_nodes[0])
 
 
 def _id_list(row: _Row, column: str, what: str) -> tuple[int, ...]:
@@ -417,13 +445,29 @@ def _machine(gpus: Sequence[Gpu]) -> Machine:
 
 
 def _numa_cells(gpus: Sequence[Gpu]) -> tuple[NumaCell, ...]:
+    """CPU-side cells with the CPUs of their single-node GPUs, and each GPU's memory node as a CPU-less GPU cell.
+
+    The CPUs of a GPU affine to several nodes cannot be split between them, so such a GPU only makes
+    its nodes known. A GPU memory node is never given CPUs: the kubelet pins no CPU there.
+    """
     cpus_by_node: dict[int, set[int]] = {}
     for gpu in gpus:
         if gpu.numa_node is not None:
-            cpus_by_node.setdefault(gpu.numa_node, set()).update(gpu.cpu_affinity)
-    return tuple(
-        NumaCell(id=node, cpus=tuple(sorted(cpus)), memory_bytes=None) for node, cpus in sorted(cpus_by_node.items())
-    )
+            cpus = cpus_by_node.setdefault(gpu.numa_node, set())
+            if not gpu.numa_affinity:
+                cpus.update(gpu.cpu_affinity)
+        for node in gpu.numa_affinity:
+            if node != gpu.gpu_numa_node:
+                cpus_by_node.setdefault(node, set())
+    cells = {
+        node: NumaCell(id=node, cpus=tuple(sorted(cpus)), memory_bytes=None) for node, cpus in cpus_by_node.items()
+    }
+    for gpu in gpus:
+        if gpu.gpu_numa_node is not None and gpu.gpu_numa_node not in cells:
+            cells[gpu.gpu_numa_node] = NumaCell(
+                id=gpu.gpu_numa_node, cpus=(), memory_bytes=None, memory_kind=MemoryKind.GPU
+            )
+    return tuple(cells[node] for node in sorted(cells))
 
 
 def _is_cell(text: str) -> bool:

@@ -11,6 +11,7 @@ of NVSwitches and NICs, the L40S and PCIe-bridge machines' bus ids) is marked il
   MIG and fabric state (COMPLETED, all-zero cluster UUID) from the ``nvidia-smi -q`` excerpt beside
   it; 4 NVSwitches with 5+4+4+5 links per GPU (18, NVLink 4); CPU/NUMA layout of the 8x H100
   p5.48xlarge capture. One ConnectX-7 per GPU behind the GPU's PCIe switch.
+- GH200: one 72-core Grace and one H100 96GB; the GPU's memory is NUMA node 1 (NVML answers 1).
 - GB200 compute tray: 2 Grace CPUs, 4 GPUs; each GPU's memory is a NUMA node of its own (2, 10,
   18, 26), 18 NVLink 5 links to the external NVSwitch trays, fabric COMPLETED in a real cluster.
 - 4x L40S (AWS g6e.12xlarge capture): no NVLink, no MIG, every GPU on its own host bridge, NUMA 0.
@@ -386,6 +387,28 @@ def _h200_vm() -> GpuMachine:
     return GpuMachine(name="h200_vm", gpus=(gpu,), others=(nic,))
 
 
+def _gh200() -> GpuMachine:
+    """One GH200 superchip: a 72-core Grace (NUMA node 0, CPUs 0-71) and an H100 96GB whose HBM is
+    NUMA node 1, so ``nvmlDeviceGetNumaNodeId`` answers 1 (published GH200 facts). The GPU hangs off
+    the Grace's PCIe domain 0009; the bus id, the MiB NVML reports and the absence of NVLink are illustrative.
+    """
+    name = "gh200"
+    gpu = GpuSpec(
+        bus_id="00000009:01:00.0",
+        name="NVIDIA GH200 480GB",
+        uuid=_gpu_uuid(name, 0),
+        device_id=0x2342,
+        memory_mib=97871,
+        compute_capability=(9, 0),
+        slot=PcieSlot(root="pci0009:00", bridges=("0009:00:00.0",)),
+        numa_node=0,
+        cpus=parse_cpulist("0-71"),
+        gpu_numa_node=1,
+        mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
+    )
+    return GpuMachine(name=name, gpus=(gpu,))
+
+
 def _hgx_h100_gpu3_lost() -> GpuMachine:
     machine = _hgx_h100()
     gpus = tuple(replace(gpu, lost=True) if index == 3 else gpu for index, gpu in enumerate(machine.gpus))
@@ -398,6 +421,7 @@ GB200_TRAY = _gb200_tray()
 L40S_4X = _l40s_4x()
 PCIE_NVLINK_BRIDGES = _pcie_nvlink_bridges()
 H200_VM = _h200_vm()
+GH200 = _gh200()  # outside HEALTHY_MACHINES: its own tests say what it adds
 HGX_H100_GPU3_LOST = _hgx_h100_gpu3_lost()
 
 HEALTHY_MACHINES = (DGX_A100, HGX_H100, GB200_TRAY, L40S_4X, PCIE_NVLINK_BRIDGES)
