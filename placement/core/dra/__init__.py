@@ -6,4 +6,7 @@ GPUs and MIG devices among them, ``join`` ties those devices to the agent's ``No
 what the driver's attributes imply when there is none), and ``footprints`` says which devices share
 physical hardware so that an allocator never hands out the same silicon twice. ``cel`` evaluates the
 DeviceClass and claim selectors (CEL with Kubernetes' quantity and semver extensions) on one device.
+``claims`` reads DeviceClasses, ResourceClaims and templates; ``search`` holds the stable allocator's
+rules, which ``first_fit`` (kube-scheduler's answer) and ``best_fit`` (scored by GPU topology) apply;
+``allocation`` writes the claim's ``status.allocation`` and ``reservedFor`` as kube-scheduler does.
 """

@@ -1,0 +1,75 @@
+"""The devices kube-scheduler's stable DRA allocator would give one pod's claims on one node: first fit.
+
+The search and its feasibility rules are ``search.Search`` (a port of DRA-lib's stable allocator):
+depth first, devices of one request tried as permutations in published order, and the first complete
+solution wins; there is no scoring. When nothing fits, the reason says per request how many devices
+its selectors keep and how many of those are free; when the search cannot run at all (an unknown
+DeviceClass, admin access, a selector error, ``All`` over an unusable pool, too many results) the
+reason is that error, marked as such, because upstream reports it instead of "does not fit".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from placement.core.dra.claims import DeviceClass, ResourceClaim
+from placement.core.dra.search import AllocationError, ClaimSolution, Inventory, Search
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The chosen devices of every claim of the pod, on ``node_name``."""
+
+    node_name: str
+    claims: tuple[ClaimSolution, ...]
+
+
+@dataclass(frozen=True)
+class Unallocatable:
+    """Why the pod's claims cannot be allocated on the node; ``error`` when the search could not run."""
+
+    node_name: str
+    reason: str
+    error: bool = False
+
+
+def first_fit(
+    claims: Sequence[ResourceClaim], *, classes: Mapping[str, DeviceClass], inventory: Inventory
+) -> Allocation | Unallocatable:
+    """The first solution of the stable allocator's search for ``claims`` (the pod's unallocated claims,
+    in the pod's order) on the inventory's node, or why there is none."""
+    try:
+        search = Search(claims, classes, inventory)
+        solution = next(search.solutions(), None)
+        if solution is None:
+            return Unallocatable(inventory.node_name, why_nothing_fits(search))
+    except AllocationError as error:
+        return Unallocatable(inventory.node_name, str(error), error=True)
+    return Allocation(inventory.node_name, solution)
+
+
+def why_nothing_fits(search: Search) -> str:
+    """Per request (each alternative of a ``firstAvailable`` one): devices its selectors keep, free ones."""
+    inventory = search.inventory
+    parts = []
+    for claim_index, claim in enumerate(search.claims):
+        for request_index, alternatives in enumerate(search.request_options(claim_index)):
+            for sub_index, option in enumerate(alternatives):
+                kept = [e for e in inventory.devices if search.selectable((claim_index, request_index, sub_index), e)]
+                free = [e for e in kept if e.ref not in inventory.taken]
+                parts.append(
+                    f"claim {claim.namespace}/{claim.name}, request {option.result_name}: "
+                    + (
+                        f"no device of the node matches the selectors of class {option.device_class.name}"
+                        + (" and the request" if option.spec.selectors else "")
+                        if not kept
+                        else f"{len(kept)} devices match, {len(free)} not allocated, {option.count} wanted"
+                    )
+                )
+    unusable = [f"{p.driver}/{p.name} ({p.status.value}: {p.problem})" for p in inventory.unusable_pools]
+    note = f"; unusable pools: {', '.join(unusable)}" if unusable else ""
+    return (
+        f"node {inventory.node_name}: cannot allocate the pod's claims from {len(inventory.devices)} devices"
+        f" (constraints, taints and shared hardware included): {'; '.join(parts)}{note}"
+    )
