@@ -34,6 +34,7 @@ device of its previous slot, so every set of devices is met once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -48,12 +49,13 @@ from placement.core.dra.claims import (
     taint_tolerated,
 )
 from placement.core.dra.footprints import Footprint, conflicts, footprint, overdrawn_counters
-from placement.core.dra.model import Attribute, Scalar, Version
+from placement.core.dra.model import Attribute, Device, Scalar, Version
 from placement.core.dra.pools import DeviceRef, Pool, PoolDevice, PoolStatus, node_devices
 
 MAX_RESULTS_PER_CLAIM = 32  # resource.k8s.io AllocationResultsMaxSize
 # Devices tried before the search gives up: a backtracking search over n devices is n!/(n-k)! in the worst
 # case. Upstream bounds it by the scheduling cycle's context instead; a pure function needs a count.
+_KEPT_SELECTIONS = 65_536  # (selectors, device) answers kept: a cluster's devices times its classes
 MAX_DEVICE_TRIES = 200_000
 
 
@@ -136,18 +138,30 @@ class Option:
 
 def selector_device(entry: PoolDevice) -> SelectorDevice:
     """A device as its CEL selectors see it (``cel.SelectorDevice``)."""
+    return _selector_device(entry.slice.driver, entry.device)
+
+
+def _selector_device(driver: str, device: Device) -> SelectorDevice:
     attributes: dict[str, dict[str, AttributeValue]] = {}
-    for name, attribute in entry.device.attributes:
+    for name, attribute in device.attributes:
         attributes.setdefault(name.domain, {})[name.id] = _selector_value(attribute)
     capacity: dict[str, dict[str, int | str]] = {}
-    for name, quantity in entry.device.capacity:
+    for name, quantity in device.capacity:
         capacity.setdefault(name.domain, {})[name.id] = quantity.text or quantity.value
     return SelectorDevice(
-        driver=entry.slice.driver,
+        driver=driver,
         attributes=attributes,
         capacity=capacity,
-        allow_multiple_allocations=entry.device.allow_multiple_allocations,
+        allow_multiple_allocations=device.allow_multiple_allocations,
     )
+
+
+@functools.lru_cache(maxsize=_KEPT_SELECTIONS)
+def _selectors_keep(selectors: tuple[str, ...], driver: str, device: Device) -> bool:
+    """``selectors_match`` for a device, kept across decisions: the answer depends only on the expressions,
+    the driver and the device's published attributes and capacities (a frozen value; a republished device
+    with other attributes is another key). An error is not kept: it is raised again each time."""
+    return selectors_match(selectors, _selector_device(driver, device))
 
 
 def _selector_value(attribute: Attribute) -> AttributeValue:
@@ -319,7 +333,8 @@ class Search:
         if known is not None:
             return known
         try:
-            known = selectors_match((*option.device_class.selectors, *option.spec.selectors), selector_device(entry))
+            selectors = (*option.device_class.selectors, *option.spec.selectors)
+            known = _selectors_keep(selectors, entry.slice.driver, entry.device)
         except SelectorError as error:
             claim = self.claims[key[0]]
             raise AllocationError(
