@@ -1,9 +1,10 @@
 """The vectorised constraint plugins equal the reference, pod by pod and node by node.
 
 Random clusters over a small vocabulary (so that labels, taints, ports and terms collide often): nodes with
-labels, taints, cordons and readiness, some slots free; placed pods with labels, host ports and every kind
-of inter-pod term; namespaces with and without labels; claims in every state. Random incoming pods use every
-operator, toleration form, spread policy and term field. The filter must give each node the same first
+labels (GPU Feature Discovery's among them, some malformed), taints, cordons and readiness, some slots free;
+placed pods with labels, host ports and every kind of inter-pod term; namespaces with and without labels;
+claims in every state. Random incoming pods use every operator, toleration form, spread policy, term field
+and GPU requirement. The filter must give each node the same first
 refusal (message, kind, stage) and the scores must be equal. The same memo is then reused after the cluster
 changes (versions bumped), which must not change any answer.
 """
@@ -20,6 +21,7 @@ from placement.core.constraints.context import PLUGIN_WEIGHTS, PodInCluster
 from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.model import (
     ClaimFacts,
+    GpuRequirements,
     HostPort,
     InclusionPolicy,
     Labels,
@@ -65,6 +67,17 @@ PORTS = tuple(
 )
 CLAIM_NAMES = ("data", "logs", "cache", "absent")
 NODE_NAMES = tuple(f"n{i}" for i in range(7))  # nodes are named from these, in order
+# GPU Feature Discovery's labels, some missing or malformed, and the pods' GPU requirements over them.
+GPU_PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-40GB", "Tesla-T4")
+GPU_MEMORIES = ("81559", "40960", "15360", "0", "x")
+GPU_REQUIREMENTS: st.SearchStrategy[GpuRequirements | None] = st.one_of(
+    st.none(),
+    st.builds(
+        lambda mib, models: GpuRequirements(f"{mib}Mi" if mib else "", mib, models),
+        st.sampled_from((0, 1, 15360, 40960, 40961, 81559, 81920)),
+        st.lists(st.sampled_from((*GPU_PRODUCTS, "NVIDIA-H200")), max_size=2, unique=True).map(tuple),
+    ),
+)
 
 
 def _labels(keys: tuple[str, ...], values: tuple[str, ...]) -> st.SearchStrategy[Labels]:
@@ -88,6 +101,10 @@ def nodes(draw: st.DrawFn) -> list[NodeFacts | None]:
         labels = dict(draw(NODE_LABELS))
         if draw(st.booleans()):
             labels["kubernetes.io/hostname"] = name  # as the kubelet labels it
+        if draw(st.booleans()):
+            labels["nvidia.com/gpu.memory"] = draw(st.sampled_from(GPU_MEMORIES))
+        if draw(st.booleans()):
+            labels["nvidia.com/gpu.product"] = draw(st.sampled_from(GPU_PRODUCTS))
         taints = tuple(draw(st.sets(st.sampled_from(TAINTS), max_size=2)))
         slots.append(
             NodeFacts(
@@ -256,6 +273,7 @@ def incoming(draw: st.DrawFn, node_names: list[str]) -> IncomingPod:
         host_ports=tuple(draw(st.lists(st.sampled_from(PORTS), max_size=2))),
         scheduling_gates=("gate",) if draw(st.integers(0, 30)) == 0 else (),
         claims=tuple(draw(st.lists(st.sampled_from(CLAIM_NAMES), max_size=2, unique=True))),
+        gpu=draw(GPU_REQUIREMENTS),
     )
     return IncomingPod(draw(st.sampled_from(NAMESPACES)), draw(POD_LABELS), constraints)
 

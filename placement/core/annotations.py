@@ -6,6 +6,8 @@ What users write on their pods::
     scheduling.kubenexus.io/numa-anti-affinity-node-id       the NUMA intent (``placement.core.intent``)
     pod-group.scheduling.kubenexus.io/name, .../min-available, scheduling.x-k8s.io/pod-group,
     scheduling.kubenexus.io/gang-numa-spread                 gang membership (``placement.core.podgroup``)
+    gpu.scheduling.kubenexus.io/min-memory, .../models       what the pod's GPUs must be
+                                                             (``placement.core.gpu_annotations``)
 
 What the service and the shim write::
 
@@ -25,6 +27,12 @@ POLICY_KEY = "numa.scheduling.kubenexus.io/policy"
 RESOURCES_KEY = "numa.scheduling.kubenexus.io/resources"
 AFFINITY_KEY = "scheduling.kubenexus.io/numa-affinity-node-id"
 ANTI_AFFINITY_KEY = "scheduling.kubenexus.io/numa-anti-affinity-node-id"
+
+# What a pod asks of its node's GPUs: the memory of each GPU at least (a quantity), and the GPU models it
+# accepts (GPU Feature Discovery product names, comma-separated). Their own prefix: they are about GPUs,
+# not NUMA, and nothing here places pods by a GPU's memory or model besides them.
+GPU_MIN_MEMORY_KEY = "gpu.scheduling.kubenexus.io/min-memory"
+GPU_MODELS_KEY = "gpu.scheduling.kubenexus.io/models"
 
 GROUP_NAME_KEY = "pod-group.scheduling.kubenexus.io/name"
 MIN_AVAILABLE_KEY = "pod-group.scheduling.kubenexus.io/min-available"

@@ -3,8 +3,9 @@
 A pod asked about comes from a client (the scheduler shim, a person with grpcurl) before anything checked
 it: ``PodSpec`` is the pod as the API carries it, and ``validate_pod`` turns it into the ``PendingPod`` the
 core decides on, validating every field with a message that names the pod, the container and the field
-(negative or malformed quantities, requests above limits, fractional devices, unknown intent values, and
-the scheduling fields as the API server validates them: ``placement.core.pod_constraints``).
+(negative or malformed quantities, requests above limits, fractional devices, unknown intent values, GPU
+requirement annotations (``placement.core.gpu_annotations``), and the scheduling fields as the API server
+validates them: ``placement.core.pod_constraints``).
 A pod the watch shows bound or reserved becomes a ``PodUsage`` (``pod_usage``, ``reserved_usage``) through
 the same conversion of its containers (``pod_model``), plus the placement annotations the service wrote;
 and a ``PlacedPod`` (``placed_pod``): what the constraint plugins read of it.
@@ -19,7 +20,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ from placement.core.annotations import (
     InvalidValue,
     parse_ids,
 )
-from placement.core.constraints.model import HostPort, PlacedPod, PodConstraints
+from placement.core.constraints.model import GpuRequirements, HostPort, PlacedPod, PodConstraints
+from placement.core.gpu_annotations import parse_gpu_requirements
 from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
 from placement.core.pod_constraints import (
     InvalidField,
@@ -45,8 +47,9 @@ from placement.core.pod_constraints import (
     parse_tolerations,
     parse_topology_spread,
 )
+from placement.core.quantity import quantity_value
 from placement.core.topology_manager import Container, Pod, QOSClass
-from placement.core.vocabulary import PodDemand, demand_of
+from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, PodDemand, demand_of
 
 MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
 MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
@@ -60,23 +63,6 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal,
 _OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
 _CPU_MEMORY = ("cpu", "memory")
 _FINISHED = ("Succeeded", "Failed")
-_QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
-_SUFFIX = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
 
 
 class PodParseError(ValueError):
@@ -309,18 +295,34 @@ def validate_pod(spec: PodSpec) -> PendingPod:
             raise PodParseError(f"{where}: {len(containers)} {kind}, more than the {MAX_CONTAINERS} accepted")
     try:
         intent = parse_pod_intent(spec.annotations, spec.labels)
+        gpu = parse_gpu_requirements(spec.annotations)
     except InvalidValue as error:
         raise PodParseError(f"{where}: {error}") from None
+    pod = pod_model(spec, where)
     return PendingPod(
         namespace=namespace,
         name=spec.name,
-        pod=pod_model(spec, where),
+        pod=pod,
         intent=intent,
         labels=dict(spec.labels),
         annotations=dict(spec.annotations),
         priority=0 if spec.priority is None else spec.priority,
-        constraints=_constraints(spec, where),
+        constraints=_with_gpu_requirements(_constraints(spec, where), gpu, pod),
     )
+
+
+def _with_gpu_requirements(constraints: PodConstraints, gpu: GpuRequirements | None, pod: Pod) -> PodConstraints:
+    """The constraints with the GPU requirements added, for a pod that asks for GPUs (whole ones or a share
+    of one); a pod without GPUs is placed as if it had not stated them. Added after ``_constraints``, so a
+    pod whose only constraint they are is not taken for one without any (``_states_no_constraint``)."""
+    if gpu is None or not _asks_for_gpus(pod):
+        return constraints
+    return replace(constraints, gpu=gpu)
+
+
+def _asks_for_gpus(pod: Pod) -> bool:
+    containers = (*pod.init_containers, *pod.containers)
+    return any(name in (GPU_RESOURCE, GPU_SHARE) and count > 0 for c in containers for name, count in c.devices)
 
 
 def _constraints(spec: PodSpec, where: str) -> PodConstraints:
@@ -415,13 +417,10 @@ def pod_model(spec: PodSpec, where: str) -> Pod:
 
 def parse_quantity(text: str | int | float, *, where: str) -> Decimal:
     """A Kubernetes quantity ("500m", "4Gi", "1e3") as a Decimal in base units."""
-    match = _QUANTITY.fullmatch(str(text).strip())
-    if match is None or match.group(2) not in _SUFFIX:
+    value = quantity_value(text)
+    if value is None:
         raise PodParseError(f"{where}: {text!r} is not a Kubernetes quantity")
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except InvalidOperation:
-        raise PodParseError(f"{where}: {text!r} is not a Kubernetes quantity") from None
+    return value
 
 
 @dataclass(frozen=True)

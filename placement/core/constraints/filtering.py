@@ -17,7 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from placement.core.constraints.cache import ConstraintCache
-from placement.core.constraints.model import Labels, NodeSelectorTerm, Operator, PodConstraints, WhenUnsatisfiable
+from placement.core.constraints.gpus import gpu_checks
+from placement.core.constraints.model import (
+    GpuRequirements,
+    Labels,
+    NodeSelectorTerm,
+    Operator,
+    PodConstraints,
+    WhenUnsatisfiable,
+)
 from placement.core.constraints.selectors import (
     NODE_NAME_FIELD,
     UNSCHEDULABLE_TAINT,
@@ -187,6 +195,17 @@ def _node_checks(memo: ConstraintCache, rows: IntArray, constraints: PodConstrai
     if constraints.node_selector or required is not None:
         matches = memo.required_affinity(constraints.node_selector, required)[rows]
         reasons.reject(~matches, NODE_AFFINITY_MISMATCH, FilterStage.NODE_AFFINITY)
+    if constraints.gpu is not None:
+        for requirement, refused in gpu_checks(constraints.gpu):
+            reasons.reject(~memo.requirement(requirement)[rows], refused, FilterStage.NODE_AFFINITY)
+
+
+def _gpus_qualify(memo: ConstraintCache, gpu: GpuRequirements) -> BoolArray:
+    """Per slot, whether the node's GPUs meet every one of the pod's GPU requirements."""
+    qualify = np.ones(memo.view.capacity, dtype=np.bool_)
+    for requirement, _ in gpu_checks(gpu):
+        qualify &= memo.requirement(requirement)
+    return qualify
 
 
 # --- NodePorts ------------------------------------------------------------------------------------------
@@ -282,6 +301,8 @@ def spread_included(memo: ConstraintCache, constraint: SpreadConstraint, constra
         affinity = constraints.node_affinity
         required = None if affinity is None else affinity.required
         included &= memo.required_affinity(constraints.node_selector, required)
+        if constraints.gpu is not None:  # the GPU requirements narrow the pod's nodes as its affinity does
+            included &= _gpus_qualify(memo, constraints.gpu)
     if constraint.honor_node_taints:
         taints, _ = memo.view.taint_columns()
         if taints:

@@ -143,6 +143,17 @@ class HostPort:
 
 
 @dataclass(frozen=True)
+class GpuRequirements:
+    """What a pod asks of its node's GPUs (the ``gpu.scheduling.kubenexus.io`` annotations), judged on the
+    labels NVIDIA GPU Feature Discovery publishes on the node (``placement.core.constraints.gpus``).
+    Ours, not a Kubernetes type; set only on a pod that asks for GPUs."""
+
+    min_memory: str = ""  # the annotation as written, for refusals to quote; "": any memory
+    min_memory_mib: int = 0  # the same in MiB (GFD's unit), rounded up; 0: any memory
+    models: tuple[str, ...] = ()  # accepted nvidia.com/gpu.product values; (): any model
+
+
+@dataclass(frozen=True)
 class PodConstraints:
     """What kube-scheduler reads of a pod besides its resources (the pod's namespace and labels travel with
     the pod itself). The default value constrains nothing."""
@@ -159,6 +170,7 @@ class PodConstraints:
     priority: int | None = None  # None: not resolved yet (a priorityClassName, or the global default)
     priority_class_name: str = ""
     claims: tuple[str, ...] = ()  # the PersistentVolumeClaims its volumes name, in the pod's namespace
+    gpu: GpuRequirements | None = None  # None: any GPU will do (or the pod asks for none)
 
     def constrains_nothing(self) -> bool:
         """No field a filter or score plugin reads is set (the priority is for the queue, not the plugins):
@@ -174,6 +186,7 @@ class PodConstraints:
             or self.host_ports
             or self.scheduling_gates
             or self.claims
+            or self.gpu is not None
         )
 
 

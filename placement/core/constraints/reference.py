@@ -14,6 +14,9 @@ Differences from upstream, all deliberate and shared with the vectorised plugins
   node's own list (the index keeps a node's taints as a set).
 * Nodes outside NodeAffinity's ``PreFilterResult`` (a term naming nodes by ``metadata.name``) are judged by
   every Filter plugin here; upstream skips them and reports "didn't satisfy plugin(s) [NodeAffinity]".
+* GPU requirements (ours, ``gpus``): a pod's ``gpu.scheduling.kubenexus.io`` annotations are judged on
+  the node's GPU Feature Discovery labels in the NodeAffinity stage, after its own node affinity, with
+  reasons of their own; topology spread honours them as it honours node affinity.
 * Not modelled: default topology spread constraints derived from Services and controllers
   (``buildDefaultConstraints``), terminating pods (the spread plugin skips them), DRA, volume limits
   and zones, preferred node affinity terms that fail to parse (upstream fails PreScore; here they score 0).
@@ -26,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from placement.core.constraints.gpus import gpu_refusal
 from placement.core.constraints.model import (
     ClaimFacts,
     Labels,
@@ -228,6 +232,12 @@ def node_affinity(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
     return NODE_AFFINITY_MISMATCH
 
 
+def gpu_requirements(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
+    """Ours (``gpus``): the pod's GPU requirements against the node's GPU Feature Discovery labels, judged
+    with NodeAffinity, after the pod's own affinity."""
+    return gpu_refusal(pod.constraints.gpu, dict(node.labels))
+
+
 def node_ports(cluster: ClusterFacts, pod: IncomingPod, node: NodeFacts) -> Rejected | None:
     """nodeports/node_ports.go ``fitsPorts`` with ``HostPortInfo.CheckConflict`` (framework/types.go): a
     wanted port conflicts with the same protocol and port on the same IP, or on 0.0.0.0 either side."""
@@ -265,6 +275,8 @@ def _included(constraint: SpreadConstraint, pod: IncomingPod, node: NodeFacts) -
         pod.constraints, dict(node.labels), node.name
     ):
         return False
+    if constraint.honor_node_affinity and gpu_refusal(pod.constraints.gpu, dict(node.labels)) is not None:
+        return False  # the GPU requirements narrow the pod's nodes as its affinity does
     if constraint.honor_node_taints:
         return not any(blocks_scheduling(t) and not tolerated(pod.constraints.tolerations, t) for t in node.taints)
     return True
@@ -397,6 +409,7 @@ def _node_verdicts(
     yield FilterStage.NODE_NAME, node_name(pod, node)
     yield FilterStage.TAINT_TOLERATION, taint_toleration(pod, node)
     yield FilterStage.NODE_AFFINITY, node_affinity(pod, node)
+    yield FilterStage.NODE_AFFINITY, gpu_requirements(pod, node)
     yield FilterStage.NODE_PORTS, node_ports(cluster, pod, node)
     yield FilterStage.VOLUME_BINDING, volume_binding(cluster, pod, node)
     yield FilterStage.POD_TOPOLOGY_SPREAD, pod_topology_spread(cluster, pod, node)
