@@ -397,6 +397,36 @@ def test_a_gated_pod_is_not_scheduled_anywhere(make: Any) -> None:
     assert service.reserve(_pod()).reserved
 
 
+def test_a_pod_with_resource_claims_is_judged_but_never_reserved(make: Any) -> None:
+    """The service does not allocate DRA claims yet: Filter and Score judge the pod (kube-scheduler allocates
+    its claims in extender mode), Reserve and PlaceGang refuse it rather than let the binder bind it with
+    its claims unallocated."""
+    service = make([_facts("a")])
+    pod: dict[str, Any] = {
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "four-gpus"}],
+        },
+    }
+    text = json.dumps(pod)
+    assert list(service.stub.Filter(pb.FilterRequest(pod_json=text)).feasible_nodes) == ["a"]
+    assert list(service.stub.Score(pb.ScoreRequest(pod_json=text)).nodes) == ["a"]
+    refused = (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "pod ml/trainer: spec.resourceClaims (gpus) names DRA ResourceClaims, which this scheduler does not "
+        "allocate yet; schedule the pod with kube-scheduler (the extender mode serves it)",
+    )
+    assert _code(lambda: service.stub.Reserve(pb.ReserveRequest(pod_json=text))) == refused
+    group = pb.PodGroup(namespace="ml", name="g", min_member=1, members_json=[text])
+    assert (
+        _code(lambda: service.stub.PlaceGang(pb.PlaceGangRequest(group=group)))[0] == grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert service.engine.reservations.pending() == {}
+    pod["spec"].pop("resourceClaims")
+    assert service.stub.Reserve(pb.ReserveRequest(pod_json=json.dumps(pod))).reserved
+
+
 def test_the_same_pod_as_pod_json_gets_the_same_answers(make: Any) -> None:
     dedicated = Taint("dedicated", TaintEffect.NO_SCHEDULE, "ml")
     service = make(

@@ -267,3 +267,4 @@ def test_the_higher_priority_pods_are_placed_first(idle_cluster: Cluster) -> Non
     idle_cluster.start()
     wait_until(lambda: failed_scheduling(emulator, "batch"), what="the low-priority pod's refusal")
     assert bound_nodes(emulator) == {"urgent-0": "c", "urgent-1": "c"}
+

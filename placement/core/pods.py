@@ -107,6 +107,8 @@ class PodSpec:
     # The PersistentVolumeClaims its volumes use: persistentVolumeClaim.claimName, and for an ephemeral
     # volume the claim the ephemeral volume controller makes for it, named <pod>-<volume>.
     claims: tuple[str, ...] = ()
+    # The names of spec.resourceClaims (DRA): the service does not allocate them yet (``validate_pod``).
+    resource_claims: tuple[str, ...] = ()
     # What the request carried, as it carried it (the Pod message's bytes, the pod_json text): the same
     # key for the same pod, so that a validated pod can be kept (``PlacementEngine``); "" when unknown.
     source: str | bytes = field(default="", compare=False, repr=False)
@@ -126,6 +128,7 @@ class PendingPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0  # spec.priority; 0 when not given
     constraints: PodConstraints = field(default_factory=PodConstraints)
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA), not allocated by this service yet
 
     def sorted_labels(self) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(self.labels.items()))
@@ -200,6 +203,10 @@ def pod_spec_from_object(document: Any) -> PodSpec:
         ),
         overhead=_quantity_map(spec.get("overhead"), "spec.overhead"),
         claims=_claims(spec.get("volumes"), name),
+        resource_claims=tuple(
+            _string(_object(claim, f"spec.resourceClaims[{i}]").get("name", ""), f"spec.resourceClaims[{i}].name")
+            for i, claim in enumerate(_list(spec.get("resourceClaims"), "spec.resourceClaims"))
+        ),
     )
 
 
@@ -308,6 +315,7 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         annotations=dict(spec.annotations),
         priority=0 if spec.priority is None else spec.priority,
         constraints=_with_gpu_requirements(_constraints(spec, where), gpu, pod),
+        resource_claims=spec.resource_claims,
     )
 
 

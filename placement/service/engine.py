@@ -174,7 +174,7 @@ class PlacementEngine:
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = (), *, caller: str = "") -> ReserveOutcome:
         """``caller`` (the client's identity) owns the reservation: only it may release it (``unreserve``)."""
-        pending = self._admit_request(spec)
+        pending = _without_resource_claims(self._admit_request(spec))
         self._require_leader()
         names = self._candidates(nodes)
         with self.index.lock:
@@ -260,7 +260,7 @@ class PlacementEngine:
                 f"pod group {group.namespace or 'default'}/{group.name}: min_member {group.min_member} "
                 f"must be between 0 and the {len(group.members)} members sent"
             )
-        members = [self._with_priority(self._validated(member)) for member in group.members]
+        members = [_without_resource_claims(self._with_priority(self._validated(member))) for member in group.members]
         self._require_synced()
         self._require_leader()
         # No candidates named: every node, now and later (the group keeps them for its retries).
@@ -406,6 +406,19 @@ class PlacementEngine:
             breakdown=decision.breakdown,
             ttl_s=0.0 if expires_at is None else max(0.0, expires_at - self.clock()),
         )
+
+
+def _without_resource_claims(pending: PendingPod) -> PendingPod:
+    """Reserve and PlaceGang refuse a pod with DRA ResourceClaims: the service does not allocate claims yet,
+    and the binder would bind the pod with its claims unallocated, which the kubelet refuses to run. Filter
+    and Score judge such a pod as any other: in extender mode kube-scheduler allocates its claims itself."""
+    if pending.resource_claims:
+        raise InvalidRequest(
+            f"pod {pending.namespace}/{pending.name}: spec.resourceClaims ({', '.join(pending.resource_claims)}) "
+            "names DRA ResourceClaims, which this scheduler does not allocate yet; schedule the pod with "
+            "kube-scheduler (the extender mode serves it)"
+        )
+    return pending
 
 
 def _intent(pending: PendingPod) -> PodIntent | None:
