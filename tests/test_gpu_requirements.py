@@ -229,7 +229,7 @@ def test_a_pod_without_gpus_is_not_held_to_its_gpu_annotations(make: Any, as_jso
         ({MIN_MEMORY: "-40Gi"}, f"invalid value '-40Gi' for {MIN_MEMORY} (must be positive)"),
         ({MIN_MEMORY: "0"}, f"invalid value '0' for {MIN_MEMORY} (must be positive)"),
         ({MIN_MEMORY: "80Ti"}, f"invalid value '80Ti' for {MIN_MEMORY} (more than any GPU holds)"),
-        ({MIN_MEMORY: "1e999999999999999999"}, f"invalid value '1e999999999999999999' for {MIN_MEMORY} (not a"),
+        ({MIN_MEMORY: "1e9999999999999999999"}, f"invalid value '1e9999999999999999999' for {MIN_MEMORY} (not a"),
         ({MODELS: "NVIDIA-H100,,NVIDIA-A100"}, f"invalid value 'NVIDIA-H100,,NVIDIA-A100' for {MODELS} (empty entry)"),
         ({MODELS: "NVIDIA H100"}, f"invalid value 'NVIDIA H100' for {MODELS} ('NVIDIA H100' is not a label value)"),
     ],
@@ -301,8 +301,11 @@ def test_topology_spread_counts_only_the_nodes_whose_gpus_qualify() -> None:
         assert (None if judged is None else judged[1].message) == h100_verdict
 
 
-def test_a_quantity_beyond_the_decimal_range_is_refused_not_raised_as_an_overflow() -> None:
-    """The quantity reader shared with the resources (``placement.core.quantity``): 1e999999999999999999
-    overflows Decimal's context, which must read as "not a quantity", in an annotation or a request."""
+def test_a_quantity_beyond_the_exponent_range_is_refused_not_raised_as_an_overflow() -> None:
+    """The quantity reader shared with the resources (``placement.core.quantity``): an exponent beyond
+    int64 (``ParseQuantity`` reads it with ParseInt) is "not a quantity", in an annotation or a request,
+    never an exception from the arithmetic; one within int64 is capped at 2^63-1 and refused as too large."""
     with pytest.raises(PodParseError, match="is not a Kubernetes quantity"):
+        validate_pod(_spec({}, {"cpu": "1e9999999999999999999"}))
+    with pytest.raises(PodParseError, match="is too large"):
         validate_pod(_spec({}, {"cpu": "1e999999999999999999"}))

@@ -1,40 +1,62 @@
-"""Kubernetes quantities ("500m", "4Gi", "1e3") read exactly, in base units.
+"""Kubernetes quantities ("500m", "4Gi", "1e3", "81559Mi") read exactly, in base units.
 
 One reader for every quantity the service accepts: a pod's resources (``placement.core.pods``), its GPU
-memory annotation (``placement.core.gpu_annotations``), DRA capacities. Exact (``Decimal``), because
-"0.1" CPU and "1Gi" of memory must compare as the API server compares them, not as floats round them.
+memory annotation (``placement.core.gpu_annotations``), DRA capacities (``placement.core.dra.slices``) and
+the CEL selectors' ``quantity()`` (``placement.core.dra.cel``). It follows ``resource.ParseQuantity``
+(k8s.io/apimachinery): an optional sign, digits with an optional fraction, then a decimal suffix (``n``
+to ``E``), a binary suffix (``Ki`` to ``Ei``) or an exponent ``e<int>``; the value is rounded up to a
+whole nano unit and capped at 2^63-1, as the API server stores it. Exact (``Fraction``), because "0.1" CPU
+and "1Gi" of memory must compare as the API server compares them, not as floats round them.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal, DecimalException
+from decimal import Decimal
+from fractions import Fraction
 
-_QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
-_SUFFIX = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
+_QUANTITY = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(.*)", re.DOTALL)
+_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]{1,18})")  # an int64 exponent, as Go's ParseInt reads it
+_NANO = Fraction(1, 10**9)
+_MAX_QUANTITY = Fraction(2**63 - 1)  # ParseQuantity caps larger magnitudes here
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity; says why."""
+
+
+def exact_quantity(text: str) -> Fraction:
+    """``resource.ParseQuantity``: the value in base units, rounded up to a nano unit and capped."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity")
+    sign, number, suffix = match.groups()
+    if suffix in _DECIMAL_SUFFIX:
+        base, exponent = 10, _DECIMAL_SUFFIX[suffix]
+    elif suffix in _BINARY_SUFFIX:
+        base, exponent = 2, _BINARY_SUFFIX[suffix]
+    elif (exponent_match := _EXPONENT.fullmatch(suffix)) is not None:
+        # Clamped so that "1e999999999" costs nothing: beyond these bounds the cap or the nano rounding
+        # below decides the value anyway.
+        base, exponent = 10, max(min(int(exponent_match.group(1)), len(text) + 20), -(len(text) + 10))
+    else:
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity (unknown suffix {suffix!r})")
+    try:
+        magnitude = Fraction(number) * Fraction(base) ** exponent
+    except ValueError:  # more digits than Python converts (4300); no real quantity has them
+        raise QuantityError(f"{text[:40]!r}... has too many digits") from None
+    if magnitude:
+        magnitude = min(Fraction(-((-magnitude) // _NANO)) * _NANO, _MAX_QUANTITY)  # round up to 1n
+    return -magnitude if sign == "-" else magnitude
 
 
 def quantity_value(text: str | int | float) -> Decimal | None:
-    """The quantity's value in base units (bytes, cores, items); None when ``text`` is not a quantity."""
-    match = _QUANTITY.fullmatch(str(text).strip())
-    if match is None or match.group(2) not in _SUFFIX:
-        return None
+    """The quantity's value in base units as a ``Decimal`` (exact: a whole number of nano units); None when
+    ``text`` is not a quantity. Surrounding blanks are ignored, as the API server's JSON decoding does."""
     try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except DecimalException:  # malformed ("1.2.3"), or beyond the context's exponent range (1e999999999999999999)
+        value = exact_quantity(str(text).strip())
+    except QuantityError:
         return None
+    return Decimal(int(value / _NANO)).scaleb(-9).normalize()

@@ -30,6 +30,8 @@ import celpy.celtypes as ct
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, Evaluator
 
+from placement.core.quantity import QuantityError, exact_quantity
+
 MAX_EXPRESSION_BYTES = 10 * 1024  # resource.k8s.io CELSelectorExpressionMaxLength
 _MAX_MESSAGE = 300  # a refusal becomes a FailedScheduling reason: keep it readable
 # cel-python evaluates recursively, several Python frames per tree level; deeper trees (e.g. 40 nested
@@ -62,14 +64,6 @@ class _ValueError(Exception):
 
 # --- Kubernetes quantities ---------------------------------------------------------------------------
 
-_QUANTITY = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(.*)", re.DOTALL)
-_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_EXPONENT = re.compile(r"[eE]([+-]?[0-9]{1,18})")  # an int64 exponent, as Go's ParseInt reads it
-_NANO = Fraction(1, 10**9)
-_MAX_QUANTITY = Fraction(2**63 - 1)  # ParseQuantity caps larger magnitudes here
-
-
 @dataclass(frozen=True)
 class Quantity:
     """A Kubernetes quantity as an exact number of base units (``81559Mi`` is 85520809984)."""
@@ -78,28 +72,11 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
-        """``resource.ParseQuantity``: sign, digits, a decimal/binary suffix or ``e<exp>``; nano-rounded up."""
-        match = _QUANTITY.fullmatch(text)
-        if match is None:
-            raise _ValueError(f"{text!r} is not a Kubernetes quantity")
-        sign, number, suffix = match.groups()
-        if suffix in _DECIMAL_SUFFIX:
-            base, exponent = 10, _DECIMAL_SUFFIX[suffix]
-        elif suffix in _BINARY_SUFFIX:
-            base, exponent = 2, _BINARY_SUFFIX[suffix]
-        elif (exponent_match := _EXPONENT.fullmatch(suffix)) is not None:
-            # Clamped so that "1e999999999" costs nothing: beyond these bounds the cap or the nano
-            # rounding below decides the value anyway.
-            base, exponent = 10, max(min(int(exponent_match.group(1)), len(text) + 20), -(len(text) + 10))
-        else:
-            raise _ValueError(f"{text!r} is not a Kubernetes quantity (unknown suffix {suffix!r})")
+        """``resource.ParseQuantity`` (``placement.core.quantity``)."""
         try:
-            magnitude = Fraction(number) * Fraction(base) ** exponent
-        except ValueError:  # more digits than Python converts (4300); no real quantity has them
-            raise _ValueError(f"{text[:40]!r}... has too many digits") from None
-        if magnitude:
-            magnitude = min(Fraction(-((-magnitude) // _NANO)) * _NANO, _MAX_QUANTITY)  # round up to 1n
-        return cls(-magnitude if sign == "-" else magnitude)
+            return cls(exact_quantity(text))
+        except QuantityError as error:
+            raise _ValueError(str(error)) from None
 
     def compare(self, other: Quantity) -> int:
         return (self.value > other.value) - (self.value < other.value)

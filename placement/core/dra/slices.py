@@ -31,7 +31,7 @@ from placement.core.dra.model import (
     SliceError,
     Version,
 )
-from placement.core.pods import PodParseError, parse_quantity
+from placement.core.quantity import quantity_value
 
 GROUP = "resource.k8s.io"
 FLAT_VERSIONS = frozenset({f"{GROUP}/v1", f"{GROUP}/v1beta2"})
@@ -184,11 +184,10 @@ def quantity(value: Any, where: Where) -> Quantity:
     """A non-negative Kubernetes quantity (``81559Mi``, ``"14"``, ``1e3``) in base units."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise where.error(f"expected a quantity, got {value!r}")
-    try:
-        amount = parse_quantity(value, where=where.path)
-    except PodParseError:
-        raise where.error(f"{value!r} is not a Kubernetes quantity") from None
-    if not amount.is_finite() or amount < 0:
+    amount = quantity_value(value)
+    if amount is None:
+        raise where.error(f"{value!r} is not a Kubernetes quantity")
+    if amount < 0:
         raise where.error(f"{value!r} must not be negative")
     return Quantity(value=math.ceil(amount), text=str(value))
 
