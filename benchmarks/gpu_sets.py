@@ -1,6 +1,6 @@
 """GPU set choice within a node: ours against NVIDIA go-gpuallocator's best-effort policy.
 
-    python -m benchmarks.gpu_sets [--seeds 20] [--steps 40] [--budget 100000] [--stress 50]
+    python -m benchmarks.gpu_sets [--seeds 20] [--steps 40] [--budget 50000] [--stress 50]
 
 For each machine, the same random request sequence (sizes 1, 2, 4, 8, 16 as they fit, with random
 releases of earlier allocations) drives each policy on its own copy of the node, so a policy's
@@ -12,14 +12,14 @@ time (best of three runs each) next to the targets (<= 1 ms at 8 GPUs, <= 10 ms 
 table times ours on random 16-GPU link tables with no interchangeable GPUs (the worst case for its
 search; no real machine looks like that).
 
-The baseline is a port of gpuallocator/besteffort_policy.go (github.com/NVIDIA/go-gpuallocator):
-every partition of the available GPUs (padded with empty slots to a multiple of the size) into sets
-of the requested size is enumerated; the partition with the highest sum of set scores wins (the
-first one found on ties), and its highest-scoring set (again the first on ties) is returned. A set
-scores the sum of its pair scores; a pair scores the sum of its links: the PCIe link from NVML's
-common ancestor (SYS 10, NODE 20, PHB 30, PXB 40, PIX 50, same board 60) plus, when NVLinks join
-the pair, 100 per link up to twelve (its switch has no case for 13..18 links, so NV18 adds 0). For a
-single GPU every partition scores 0, so it returns the lowest free index. Two link readings:
+The baseline is ``placement.core.gpuallocator``, a port of go-gpuallocator v0.6.0's best-effort policy
+(``gpuallocator/besteffort_policy.go``, what NVIDIA's device plugin answers GetPreferredAllocation with):
+the first partition of the available GPUs (padded with empty slots to a multiple of the size) into sets
+of the requested size with the highest sum of set scores, and its highest-scoring set (the first one on
+ties, both times, in Go's enumeration order). A set scores the sum of its pair scores; a pair scores
+its PCIe link from NVML's common ancestor (SYS 10, NODE 20, PHB 30, PXB 40, PIX 50) plus 100 per NVLink,
+up to eighteen. For a single GPU every partition scores 0, so it returns the lowest free index. Two link
+readings:
 
 - "published": NVLink counts as its ``GetNVLink`` finds them, by matching each link's remote PCI bus
   id against the peer GPU. Through NVSwitches the remote end is the switch, so it finds none on
@@ -28,9 +28,12 @@ single GPU every partition scores 0, so it returns the lowest free index. Two li
 
 The machines' PCIe class under an NVLink pair is not in a ``topo -m`` capture; it is taken as NODE
 for two GPUs on one NUMA node and SYS otherwise (what NVML answers for GPUs on separate host
-bridges). Enumeration grows factorially (16 free GPUs in pairs: 2,027,025 partitions); a baseline
-decision over ``--budget`` partitions is not finished: it is counted as "over budget", left out of
-the comparison, and that copy of the node takes our choice so that the sequence goes on.
+bridges). The port computes the best score over interchangeable GPUs instead of enumerating every
+partition (16 free GPUs in pairs: 2,027,025 of them), but some requests on machines without them still
+take long: a baseline decision past ``--budget`` search steps is not finished: it is counted as "over
+budget", left out of the comparison, and that copy of the node takes our choice so that the sequence
+goes on. A best set holding a padding slot (the Go plugin would panic on it) is completed with the
+lowest free GPUs so that the sequence goes on.
 """
 
 from __future__ import annotations
@@ -41,15 +44,15 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from kubenexus.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
+from kubenexus.topology.model import DeviceLink, Gpu, Machine, NodeTopology, NvLink, NvLinkRemote, PathKind
 from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.core.gpu_sets import GpuLinkTable, SetScore, build_gpu_link_table, choose_gpu_set, score_gpu_set
-from placement.sim.gpuallocator import BestEffortBaseline, OverBudget
+from placement.core.gpuallocator import SEARCH_LIMIT, PairScores, SearchTooLarge, best_effort_allocate, pair_scores
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_DIR = Path(os.environ.get("KUBENEXUS_SHARED_DATA", REPO.parent / "shared" / "data")) / "gpu"
@@ -143,10 +146,8 @@ def _key(score: SetScore) -> tuple[int, int, int]:
 
 def run_machine(machine: BenchMachine, seeds: int, steps: int, budget: int) -> Tally:
     table = build_gpu_link_table(machine.topology)
-    baselines = {
-        "published": BestEffortBaseline(machine.topology, true_nvlinks=not machine.switched),
-        "fixed": BestEffortBaseline(machine.topology, true_nvlinks=True),
-    }
+    published = _behind_switches(machine.topology) if machine.switched else machine.topology
+    baselines = {"published": pair_scores(published), "fixed": pair_scores(machine.topology)}
     judge = baselines["fixed"]
     tally = Tally(baseline={mode: {} for mode in baselines})
     sizes = [k for k in REQUEST_SIZES if k <= len(table.gpus)]
@@ -171,6 +172,13 @@ def run_machine(machine: BenchMachine, seeds: int, steps: int, budget: int) -> T
     return tally
 
 
+def _behind_switches(topology: NodeTopology) -> NodeTopology:
+    """The topology as NVML shows it on an NVSwitch machine: every GPU's NVLinks end at a switch, so
+    go-gpuallocator's remote-bus-id matching finds none (a ``topo -m`` capture has no such records)."""
+    switch_link = NvLink(link=0, active=True, remote_type=NvLinkRemote.SWITCH, remote_bus_id="nvswitch")
+    return replace(topology, gpus=tuple(replace(gpu, nvlinks=(switch_link,)) for gpu in topology.gpus))
+
+
 def _release(position: int, ours: list[tuple[int, ...]], bases: dict[str, list[tuple[int, ...]]]) -> None:
     ours.pop(position)
     for state in bases.values():
@@ -182,7 +190,7 @@ def _free(table: GpuLinkTable, state: list[tuple[int, ...]]) -> frozenset[int]:
 
 
 def _decide_ours(
-    table: GpuLinkTable, judge: BestEffortBaseline, state: list[tuple[int, ...]], k: int
+    table: GpuLinkTable, judge: PairScores, state: list[tuple[int, ...]], k: int
 ) -> tuple[Decision, tuple[int, ...]]:
     free = _free(table, state)
     choice, ms = _timed(lambda: choose_gpu_set(table, free, k))
@@ -193,18 +201,18 @@ def _decide_ours(
 
 def _decide_baseline(
     table: GpuLinkTable,
-    baseline: BestEffortBaseline,
+    baseline: PairScores,
     state: list[tuple[int, ...]],
     k: int,
     *,
-    judge: BestEffortBaseline,
+    judge: PairScores,
     budget: int,
     ours: tuple[int, ...],
 ) -> Decision | None:
     free = sorted(_free(table, state))
     try:
-        chosen, ms = _timed(lambda: baseline.allocate(free, k, budget))
-    except OverBudget:
+        chosen, ms = _timed(lambda: best_effort_allocate(baseline, free, (), k, limit=budget))
+    except SearchTooLarge:
         fallback = ours if set(ours) <= set(free) else tuple(free[:k])
         state.append(fallback)
         return None
@@ -298,7 +306,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--budget", type=int, default=100_000, help="partitions per baseline decision")
+    parser.add_argument("--budget", type=int, default=SEARCH_LIMIT, help="search steps per baseline decision")
     parser.add_argument("--stress", type=int, default=50, help="random asymmetric 16-GPU tables per size")
     args = parser.parse_args()
     print("pair ranks: unknown 0, SYS 1, NODE 2, PHB 3, PXB 4, PIX 5, NV<n> 5+n")

@@ -165,7 +165,7 @@ def test_isolated_pods_get_a_cell_of_their_own() -> None:
     assert retried.cells == (0,)  # a retry replaces the pod's earlier reservation
 
 
-def test_gpus_follow_the_predicted_cpu_cell_where_the_kubelet_pins_nothing() -> None:
+def test_gpus_are_the_device_plugins_answer_where_the_kubelet_pins_nothing() -> None:
     index = ClusterIndex()
     topology = nvswitch_node(cells=2, settings=kubelet("none", "pod"))
     cell0 = len(topology.numa_cells[0].cpus)
@@ -174,5 +174,9 @@ def test_gpus_follow_the_predicted_cpu_cell_where_the_kubelet_pins_nothing() -> 
     assert decision.node == "gpu-0"
     assert not decision.pinned
     assert decision.cells == (1,)  # cell 0 has 2 free CPUs: the CPU manager takes the pod's 8 from cell 1
+    # Under policy none the device manager has no hint: NVIDIA's plugin answers one GPU with the first it
+    # is offered (every set of one scores 0), wherever the CPUs are. The kubelet offers them in Go map
+    # order; the prediction takes them in index order, so GPU 0, in cell 0.
     gpu_cells = {gpu.index: gpu.numa_node for gpu in topology.gpus}
-    assert [gpu_cells[g] for g in decision.gpus] == [1]
+    assert decision.gpus == (0,)
+    assert gpu_cells[0] == 0

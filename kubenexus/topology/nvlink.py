@@ -50,7 +50,8 @@ def nvlink_pair_counts(gpus: Sequence[Gpu]) -> dict[tuple[int, int], int]:
 def naive_remote_bus_matching(gpus: Sequence[Gpu]) -> dict[tuple[int, int], int]:
     """go-gpuallocator's ``GetNVLink``: active links of the lower GPU whose remote bus id is the peer's.
 
-    Kept only to show, in tests and benchmarks, what that method misses on NVSwitch systems.
+    What NVIDIA's device plugin sees when it ranks GPU sets (``placement.core.gpuallocator`` predicts its
+    answers with it), and what that method misses on NVSwitch systems.
     """
     counts: dict[tuple[int, int], int] = {}
     ordered = sorted(gpus, key=lambda gpu: gpu.index)

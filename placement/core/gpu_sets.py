@@ -1,7 +1,10 @@
-"""Which k of a node's free GPUs a request gets: link quality, NUMA alignment, fragmentation.
+"""Which k of a node's free GPUs are best: link quality, NUMA alignment, fragmentation.
 
 A ``GpuLinkTable`` is built once per node from its ``NodeTopology`` (pair ranks, NUMA nodes and the
-groups of interchangeable GPUs); ``choose_gpu_set`` then answers each request from that table.
+groups of interchangeable GPUs, and the pair scores NVIDIA's device plugin ranks sets by);
+``choose_gpu_set`` then answers each request from that table. It is our criterion, for the GPUs we
+choose (the gang planner's members, the simulator's measure of the best set available); the GPUs the
+kubelet hands a device-plugin pod are predicted by ``placement.core.nvidia_device_plugin``.
 
 Pair rank, higher is better, from the link the topology reports for the pair (``nvidia-smi topo -m``
 order; a pair the topology does not report is ranked below SYS so that it is never preferred)::
@@ -44,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubenexus.topology.model import DeviceLink, NodeTopology, PathKind
+from placement.core.gpuallocator import PairScores, pair_scores
 
 UNKNOWN_RANK = 0
 _PCIE_RANKS = {PathKind.SYS: 1, PathKind.NODE: 2, PathKind.PHB: 3, PathKind.PXB: 4, PathKind.PIX: 5}
@@ -72,9 +76,12 @@ def rank_label(rank: int) -> str:
 
 @dataclass(frozen=True)
 class GpuLinkTable:
-    """One node's GPUs as ``choose_gpu_set`` needs them; build it with ``build_gpu_link_table``.
+    """One node's GPUs as ``choose_gpu_set`` and the device plugin's prediction need them; build it with
+    ``build_gpu_link_table``.
 
-    GPUs are addressed by position (their order in ``gpus``) inside the table and by index outside.
+    GPUs are addressed by position (their order in ``gpus``) inside the table and by index outside. The
+    table holds no UUIDs: nothing predicted orders them (``placement.core.nvidia_device_plugin``), and
+    nodes of one machine type share one table.
     """
 
     gpus: tuple[int, ...]  # GPU indices, ascending
@@ -84,6 +91,8 @@ class GpuLinkTable:
     group_numa: tuple[int | None, ...]
     group_internal_rank: tuple[int, ...]  # the rank between two members; 0 for a single GPU
     group_ranks: tuple[tuple[int, ...], ...]  # the rank between a member of one group and one of another
+    # What NVIDIA's device plugin ranks GPU sets by (go-gpuallocator's pair scores), to predict its answer.
+    plugin_scores: PairScores
 
 
 def build_gpu_link_table(topology: NodeTopology) -> GpuLinkTable:
@@ -107,6 +116,7 @@ def build_gpu_link_table(topology: NodeTopology) -> GpuLinkTable:
         group_numa=tuple(numa_nodes[members[0]] for members in groups),
         group_internal_rank=tuple(ranks[members[0]][members[1]] if len(members) > 1 else 0 for members in groups),
         group_ranks=tuple(tuple(ranks[mine[0]][theirs[0]] for theirs in groups) for mine in groups),
+        plugin_scores=pair_scores(topology),
     )
 
 

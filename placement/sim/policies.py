@@ -1,13 +1,14 @@
 """The placement policies the simulator compares; each picks a node and GPUs for one pod.
 
-Baselines score the simulator's own arrays (they are other schedulers, not ours) and keep to the pod's
-GPU models through ``SimCluster.fits``; ``Ours`` goes through the real placement service: ``ClusterIndex``
-+ ``Reservations.decide`` (vectorised kubelet admission, the score, the exact check, ``choose_gpu_set`` /
-``least_fragmenting_gpu``), with the nodes' GPU model labels in the index's node facts and the pod's GPU
-models as a required node affinity, judged by the constraint core as any pod's. Ties between equal scores
-are broken at random, as kube-scheduler's ``selectHost`` does. Whole GPUs "by lowest index" means the lowest free
-indices; a GPU share goes on the GPU with the least left that fits (the FGD simulator's default) unless
-the policy says otherwise. ``cpu_cells`` None lets the kubelet's hint place the exclusive CPUs.
+Baselines score the simulator's own arrays (they are other schedulers, not ours) and keep to the pod's GPU
+models through ``SimCluster.fits``; ``Ours`` goes through the real placement service: ``ClusterIndex`` +
+``Reservations.decide`` (vectorised kubelet admission, the score, the exact check, the GPUs the kubelet is
+predicted to hand out / ``least_fragmenting_gpu``), with the nodes' GPU model labels in the index's node facts
+and the pod's GPU models as a required node affinity, judged by the constraint core as any pod's. Ties between
+equal scores are broken at random, as kube-scheduler's ``selectHost`` does. Whole GPUs "by lowest index" means
+the lowest free indices; a GPU share goes on the GPU with the least left that fits (the FGD simulator's
+default) unless the policy says otherwise. ``cpu_cells`` None lets the kubelet's hint place the exclusive
+CPUs.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import numpy.typing as npt
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
 from placement.core.constraints.model import NodeFacts, PodConstraints
+from placement.core.gpuallocator import best_effort_allocate
 from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod
 from placement.core.vocabulary import GPU_MILLI, PodShape
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
-from placement.sim.gpuallocator import BestEffortBaseline
 from placement.sim.trace import TracePod, gpu_model_affinity, node_labels, node_topology
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement
@@ -126,16 +127,6 @@ class GpuAllocator(DefaultScheduler):
 
     name = "gpuallocator"
 
-    def __init__(self, cluster: SimCluster, rng: random.Random) -> None:
-        super().__init__(cluster, rng)
-        by_table: dict[int, BestEffortBaseline] = {}
-        self.allocators = []
-        for row, node in enumerate(cluster.nodes):
-            table = cluster.tables[row]
-            if id(table) not in by_table:
-                by_table[id(table)] = BestEffortBaseline(node_topology(node), true_nvlinks=True)
-            self.allocators.append(by_table[id(table)])
-
     def choose(self, key: str, pod: TracePod) -> Choice | None:
         row = _pick(least_allocated(self.cluster, pod), self.cluster.fits(pod), self.rng)
         if row is None:
@@ -143,7 +134,8 @@ class GpuAllocator(DefaultScheduler):
         if pod.gpus < 2 or pod.shares_gpu:
             return Choice(row, lowest_gpus(self.cluster, row, pod))
         free = sorted(self.cluster.free_gpus(row))
-        chosen = self.allocators[row].allocate(free, pod.gpus, budget=1 << 30)
+        # The trace's machines carry no NVLink records: the pair scores count the matrix's NV<n> links.
+        chosen = best_effort_allocate(self.cluster.tables[row].plugin_scores, free, (), pod.gpus)
         return Choice(row, tuple(sorted(g for g in chosen if g is not None)))
 
 

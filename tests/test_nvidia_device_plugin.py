@@ -1,0 +1,98 @@
+"""The GPUs the kubelet hands a device-plugin pod, as the placement service predicts them
+(``placement.core.nvidia_device_plugin``, wired into ``plan_on_node``): what it reserves, annotates and
+charges is the device manager's and NVIDIA's plugin's choice, not ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placement.core.device_manager import PreferredAllocationError
+from placement.core.gpu_sets import build_gpu_link_table, choose_gpu_set
+from placement.core.gpuallocator import PairScores
+from placement.core.intent import NumaIntentPolicy, PodIntent
+from placement.core.nvidia_device_plugin import kubelet_gpus, preferred_allocation
+from placement.core.pods import PendingPod, PodUsage
+from placement.core.topology_manager import Container, NumaMask, Pod, QOSClass
+from placement.core.vocabulary import RejectionKind, demand_of
+from placement.state.cluster_index import ClusterIndex
+from placement.state.reservations import Reservations
+from tests.discovered_topologies import nvml_machine_topology
+from tests.machines.gpu_hardware import DGX_A100
+from tests.machines.node_topologies import GIB, kubelet, nvswitch_node, pcie_node, with_usage
+
+PANIC = "runtime error: invalid memory address or nil pointer dereference"
+
+
+def _pod(cpus: int, gpus: int) -> Pod:
+    container = Container("c", cpu_millis=cpus * 1000, memory=GIB, devices=(("nvidia.com/gpu", gpus),))
+    return Pod(containers=(container,), qos=QOSClass.GUARANTEED)
+
+
+def _hold(index: ClusterIndex, node: str, gpus: tuple[int, ...], cells: tuple[int, ...]) -> None:
+    index.upsert_pod(PodUsage("ns", "held", node, demand_of(_pod(1, len(gpus))), cells=cells, gpus=gpus))
+
+
+def test_the_plugin_fails_where_its_best_set_holds_padding() -> None:
+    scores = PairScores.from_pairs({(3, 4): 420} | {(a, b): 20 for a in range(5) for b in range(a + 1, 5) if b < 3})
+    with pytest.raises(PreferredAllocationError, match="nil pointer dereference"):
+        preferred_allocation(scores, [0, 1, 2, 3, 4], [], 3)
+    assert preferred_allocation(scores, [0, 1, 2, 3, 4], [], 2) == (3, 4)
+
+
+def test_kubelet_gpus_on_a_dgx_a100_as_the_agent_discovers_it(tmp_path: Path) -> None:
+    table = build_gpu_link_table(nvml_machine_topology(DGX_A100, tmp_path))
+    every = frozenset(table.gpus)
+    # No hint (policy none): the plugin pairs GPUs that share a PCIe switch (go-gpuallocator sees no NVLink
+    # through NVSwitches) and answers with the first pair of its best partition.
+    assert kubelet_gpus(table, every, _pod(8, 2), {}) == (0, 1)
+    assert kubelet_gpus(table, every - {0}, _pod(8, 2), {}) == (2, 3)
+    # A hint on NUMA node 5 (GPUs 6 and 7, NPS4): two aligned GPUs for two, taken whole.
+    assert kubelet_gpus(table, every, _pod(8, 2), {"c": NumaMask.of(5)}) == (6, 7)
+    # Three GPUs with a hint on node 5: both aligned ones, then the plugin's answer that must include them.
+    # Its first best partition (each set with a PIX pair, 190) is {0, 1, 2}, {3, 6, 7}, {4, 5, pad}: GPU 3.
+    assert kubelet_gpus(table, every, _pod(8, 3), {"c": NumaMask.of(5)}) == (3, 6, 7)
+
+
+def test_the_reservation_holds_the_gpu_the_kubelet_gives_not_the_one_we_would_choose() -> None:
+    index = ClusterIndex()
+    index.upsert_topology("pcie", pcie_node())  # single-numa-node; bridges 0-2, 1-3, 4-5, 6-7
+    _hold(index, "pcie", (0,), (0,))
+    decision = Reservations(index).decide(PendingPod("ns", "one", _pod(4, 1)))
+    assert (decision.node, decision.cells) == ("pcie", (0,))
+    # The kubelet pins the pod to cell 0 and asks the plugin for one of GPUs 1-3: every set of one scores
+    # 0, so it takes the first. Our criterion would spare the 1-3 bridge and take GPU 2.
+    assert decision.gpus == (1,)
+    shape = index.gpu_shape(index.slot_of("pcie") or 0)
+    assert shape is not None
+    assert choose_gpu_set(shape.table, shape.healthy - {0}, 1, numa_preference=frozenset({0})).gpus == (2,)  # type: ignore[union-attr]
+    assert index.busy_gpus(index.slot_of("pcie") or 0) == {0, 1}
+
+
+def test_a_node_where_the_plugin_would_panic_is_refused() -> None:
+    index = ClusterIndex()
+    index.upsert_topology("pcie", pcie_node(policy="none"))
+    _hold(index, "pcie", (2, 3, 7), (0, 1))
+    index.upsert_topology("h100", nvswitch_node(settings=kubelet("none", "pod")))
+    decision = Reservations(index).decide(PendingPod("ns", "three", _pod(4, 3)), ["pcie", "h100"])
+    # Free 0, 1, 4, 5, 6, no hint: the best partition's best set is the 4-5 bridge and a padding slot.
+    assert decision.node == "h100"
+    refusal = decision.rejections()["pcie"]
+    assert refusal.kind is RejectionKind.KUBELET_TOPOLOGY
+    assert refusal.message == (
+        "kubelet UnexpectedAdmissionError: Allocate failed due to device plugin GetPreferredAllocation rpc failed "
+        f"with err: {PANIC}, which is unexpected"
+    )
+
+
+def test_a_single_numa_intent_counts_the_cell_of_the_gpus_the_kubelet_gives() -> None:
+    index = ClusterIndex()
+    topology = nvswitch_node(cells=2, settings=kubelet("none", "pod"))
+    cell0 = len(topology.numa_cells[0].cpus)
+    index.upsert_topology("gpu-0", with_usage(topology, {0: {"cpu": cell0 - 2}}, fingerprint=None))
+    intent = PodIntent(policy=NumaIntentPolicy.SINGLE_NUMA)
+    decision = Reservations(index).decide(PendingPod("ns", "p", _pod(8, 1), intent=intent))
+    # The CPUs land in cell 1 (cell 0 is full), the plugin gives GPU 0 in cell 0: two cells.
+    assert decision.node is None
+    assert decision.reasons()["gpu-0"] == "intent single-numa: the kubelet would use NUMA cells [0, 1]"
