@@ -50,6 +50,10 @@ def test_the_cluster_clones_the_authored_machines_under_their_own_names() -> Non
         join = join_topology(dra_gpus(node.inventory.devices), node.topology)
         assert len(join.matches) == 8
         assert all(node.gpu_of[m.device.ref] == m.gpu.index for m in join.matches)
+        # The prepared view is of the node's own devices, joined to the same GPUs.
+        assert node.prepared.devices is node.inventory.devices
+        assert node.prepared.scored
+        assert sorted(node.prepared.gpu_bit) == [1 << g for g in range(8)]
         uuids |= {g.uuid for g in node.topology.gpus}
         assert len(node.free_gpus()) == 8 - len(node.inventory.taken)
     assert len(uuids) == 32  # every node has its own GPUs
@@ -87,6 +91,7 @@ def test_the_exhaustive_check_reads_the_links_and_cells() -> None:
 
 
 def test_the_decisions_take_the_best_node_and_the_first_node_that_fits() -> None:
+    # The decision uses each node's prepared view; the totals here are best fit's given the topology.
     nodes = cluster(6, SEED)
     classes = device_classes()
     claim = gpu_claim(4)
@@ -148,6 +153,8 @@ def test_main_prints_the_figures_next_to_the_targets(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "over 4 DRA nodes" in out
     assert "| best fit per node, then the best node |" in out
+    assert "| best fit with the node prepared beforehand (what the service pays) |" in out
+    assert "| preparing a node (prepare_node; once per change of its slices or topology) |" in out
     assert "| first fit per node, then the first node |" in out
     assert "<= 10 |" in out
     assert "2. quality: 4 claims" in out
