@@ -82,17 +82,18 @@ for _format, _check in (("date-time", _is_rfc3339), ("int32", _is_int32), ("int6
     _FORMATS.checks(_format)(_check)
 
 
-def violations(obj: Mapping[str, Any], *, api_version: str, kind: str) -> list[str]:
+def violations(obj: Mapping[str, Any], *, api_version: str, kind: str, oldest: str = "") -> list[str]:
     """Why a real API server would refuse ``obj`` as a ``kind`` of ``api_version``; empty when it would not.
 
     ``api_version`` and ``kind`` come from the request's URL, not from the body: a body claiming another
-    kind is one more violation.
+    kind is one more violation. ``oldest``: judge by the releases from this one on (a cluster known newer).
     """
     versions_of: dict[str, list[str]] = {}
-    for version in VERSIONS:
+    judging = tuple(v for v in _serving(api_version, kind) if not oldest or _version_tuple(v) >= _version_tuple(oldest))
+    if not judging:
+        return [f"no schema for {api_version} {kind} in Kubernetes {VERSIONS[-1]}: these checks cannot judge it"]
+    for version in judging:
         validator = _validator(version, api_version, kind)
-        if validator is None:
-            return [f"no schema for {api_version} {kind} in Kubernetes {version}: these checks cannot judge it"]
         for error in validator.iter_errors(obj):
             versions_of.setdefault(f"{error.json_path}: {error.message}", []).append(version)
     problems = [f"{message} (Kubernetes {_versions(found)})" for message, found in versions_of.items()]
@@ -104,9 +105,20 @@ def violations(obj: Mapping[str, Any], *, api_version: str, kind: str) -> list[s
     return problems
 
 
+def _serving(api_version: str, kind: str) -> tuple[str, ...]:
+    """The releases that serve ``kind`` of ``api_version``: from the first whose schemas have it to the newest
+    (an API that arrived later, such as resource.k8s.io/v1 in 1.34, is judged by the releases that serve it);
+    none when the newest does not have it."""
+    having = [version for version in VERSIONS if _validator(version, api_version, kind) is not None]
+    if not having or having[-1] != VERSIONS[-1]:
+        return ()
+    return tuple(VERSIONS[VERSIONS.index(having[0]) :])
+
+
 def _versions(found: list[str]) -> str:
     minors = [version.rsplit(".", 1)[0] for version in found]  # 1.30.0 -> 1.30
-    return f"{minors[0]} to {minors[-1]}" if found == list(VERSIONS) else ", ".join(minors)
+    every_since = list(VERSIONS[VERSIONS.index(found[0]) :])  # each release from the first that found it on
+    return f"{minors[0]} to {minors[-1]}" if len(found) > 1 and found == every_since else ", ".join(minors)
 
 
 # --- schemas -------------------------------------------------------------------------------------------------

@@ -105,6 +105,9 @@ class StrictKubernetes(kmock.KubernetesEmulator):
     """kmock's emulator with a real API server's checks, resource versions and watch semantics."""
 
     violations: list[str] = attrs.field(factory=list, init=False)
+    # The oldest Kubernetes release whose schemas judge the writes ("": every release from OLDEST on); a
+    # cluster that serves resource.k8s.io/v1 is 1.34 or newer, and its pods are judged as such.
+    oldest_release: str = attrs.field(default="", init=False)
     resource_version: int = attrs.field(default=0, init=False)
     # Every stored change in order, as (resourceVersion, resource, watch event): what a watch resumes from.
     _changes: list[tuple[int, kmock.resource, Json]] = attrs.field(factory=list, init=False)
@@ -269,7 +272,7 @@ class StrictKubernetes(kmock.KubernetesEmulator):
 
     def conform(self, obj: Json, *, api_version: str, kind: str) -> None:
         """Refuse (422) an object a real API server would refuse, and record why."""
-        problems = violations(obj, api_version=api_version, kind=kind)
+        problems = violations(obj, api_version=api_version, kind=kind, oldest=self.oldest_release)
         if problems:
             name = (obj.get("metadata") or {}).get("name")
             self.violations += (f"{kind} {name!r}: {problem}" for problem in problems)

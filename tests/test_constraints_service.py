@@ -397,10 +397,9 @@ def test_a_gated_pod_is_not_scheduled_anywhere(make: Any) -> None:
     assert service.reserve(_pod()).reserved
 
 
-def test_a_pod_with_resource_claims_is_judged_but_never_reserved(make: Any) -> None:
-    """The service does not allocate DRA claims yet: Filter and Score judge the pod (kube-scheduler allocates
-    its claims in extender mode), Reserve and PlaceGang refuse it rather than let the binder bind it with
-    its claims unallocated."""
+def test_a_pod_whose_claim_is_not_created_yet_waits_as_kube_scheduler_has_it_wait(make: Any) -> None:
+    """A template's claim that the claim controller has not made yet stops the pod on every node with
+    upstream's words (``resourceclaim.Name``: ErrClaimNotFound); Reserve reserves nothing."""
     service = make([_facts("a")])
     pod: dict[str, Any] = {
         "metadata": {"name": "trainer", "namespace": "ml"},
@@ -410,18 +409,12 @@ def test_a_pod_with_resource_claims_is_judged_but_never_reserved(make: Any) -> N
         },
     }
     text = json.dumps(pod)
-    assert list(service.stub.Filter(pb.FilterRequest(pod_json=text)).feasible_nodes) == ["a"]
-    assert list(service.stub.Score(pb.ScoreRequest(pod_json=text)).nodes) == ["a"]
-    refused = (
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "pod ml/trainer: spec.resourceClaims (gpus) names DRA ResourceClaims, which this scheduler does not "
-        "allocate yet; schedule the pod with kube-scheduler (the extender mode serves it)",
-    )
-    assert _code(lambda: service.stub.Reserve(pb.ReserveRequest(pod_json=text))) == refused
-    group = pb.PodGroup(namespace="ml", name="g", min_member=1, members_json=[text])
-    assert (
-        _code(lambda: service.stub.PlaceGang(pb.PlaceGangRequest(group=group)))[0] == grpc.StatusCode.INVALID_ARGUMENT
-    )
+    answer = service.stub.Filter(pb.FilterRequest(pod_json=text))
+    assert list(answer.feasible_nodes) == []
+    assert [(r.reason, list(r.nodes)) for r in answer.rejected] == [
+        ('pod "ml/trainer": ResourceClaim not created yet', ["a"])
+    ]
+    assert not service.stub.Reserve(pb.ReserveRequest(pod_json=text)).reserved
     assert service.engine.reservations.pending() == {}
     pod["spec"].pop("resourceClaims")
     assert service.stub.Reserve(pb.ReserveRequest(pod_json=json.dumps(pod))).reserved

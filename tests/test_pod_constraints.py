@@ -447,6 +447,7 @@ def _web_message() -> pb.Pod:
     return pb.Pod(
         namespace="shop",
         name=f"web-{HASH}-x2k9p",
+        uid="5b0f3f0e-6f1a-4c1e-9c59-0c1f2e3d4a5b",
         labels={NAME: "web", "pod-template-hash": HASH, "tier": "frontend"},
         annotations={"kubectl.kubernetes.io/restartedAt": "2025-03-04T10:15:00Z"},
         init_containers=[

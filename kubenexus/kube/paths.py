@@ -17,3 +17,14 @@ NRT_GROUP = "topology.node.k8s.io"
 NRT_VERSION = "v1alpha2"
 NRT_PLURAL = "noderesourcetopologies"
 NRTS_PATH = f"/apis/{NRT_GROUP}/{NRT_VERSION}/{NRT_PLURAL}"
+
+# Dynamic Resource Allocation: the group's discovery document says which versions are served; the service
+# reads the first of DRA_VERSIONS that is (v1 is GA since Kubernetes 1.34).
+DRA_GROUP = "resource.k8s.io"
+DRA_GROUP_PATH = f"/apis/{DRA_GROUP}"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+def dra_path(version: str, plural: str) -> str:
+    """``/apis/resource.k8s.io/<version>/<plural>``: every namespace's objects for a namespaced kind."""
+    return f"{DRA_GROUP_PATH}/{version}/{plural}"

@@ -8,6 +8,7 @@ one message per node.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,6 +17,7 @@ from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import Message
 
 from placement.api.v1 import placement_pb2 as pb
+from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
 from placement.core.vocabulary import RejectionKind
 from placement.service.errors import InvalidRequest
@@ -91,7 +93,26 @@ def _pod(message: pb.Pod) -> PodSpec:
         scheduling_gates=tuple(gate.name for gate in message.scheduling_gates),
         overhead=dict(message.overhead),
         claims=tuple(message.persistent_volume_claims),
+        resource_claims=_resource_claims(message),
+        uid=message.uid,
         source=message.SerializeToString(deterministic=True),
+    )
+
+
+def _resource_claims(message: pb.Pod) -> tuple[PodResourceClaim, ...]:
+    generated = {
+        status.name: status.resource_claim_name if status.HasField("resource_claim_name") else None
+        for status in message.resource_claim_statuses
+    }
+    return tuple(
+        PodResourceClaim(
+            name=claim.name,
+            claim_name=claim.resource_claim_name,
+            template_name=claim.resource_claim_template_name,
+            listed=claim.name in generated,
+            generated_name=generated.get(claim.name),
+        )
+        for claim in message.resource_claims
     )
 
 
@@ -173,6 +194,21 @@ def _placement(placement: Placement) -> pb.PodPlacement:
         breakdown=placement.breakdown,
         reservation_ttl_seconds=placement.ttl_s,
         annotations=placement.annotations,
+        claims=[
+            pb.ClaimAllocation(
+                namespace=claim.namespace,
+                name=claim.name,
+                devices=[
+                    pb.AllocatedDevice(request=d.request, driver=d.driver, pool=d.pool, device=d.device)
+                    for d in claim.devices
+                ],
+                allocation_json=json.dumps(claim.allocation, sort_keys=True, separators=(",", ":"))
+                if claim.allocation
+                else "",
+                why=claim.why,
+            )
+            for claim in placement.claims
+        ],
     )
 
 

@@ -1,6 +1,7 @@
 """Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods, and what
 the constraint plugins read besides: Namespaces, PriorityClasses, PersistentVolumeClaims, PersistentVolumes
-and StorageClasses (into ``index.facts``, ``state.scheduling_facts``).
+and StorageClasses (into ``index.facts``, ``state.scheduling_facts``); and DRA's ResourceSlices,
+DeviceClasses and ResourceClaims where the cluster serves them (``dra_feed``, into ``index.dra``).
 
 Each resource has one ``kubenexus.kube.reflector.Reflector`` thread (list, then watch with resume, relist
 on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates.
@@ -28,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from kubenexus.kube.backoff import Backoff
 from kubenexus.kube.client import Json, KubeClient
@@ -47,16 +48,20 @@ from kubenexus.topology.json_codec import TopologyDecodeError
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import decode_nrt
+from placement.cluster.dra_feed import DraFeed
+from placement.cluster.keyed import KeyedObjects
 from placement.cluster.objects import (
     ObjectError,
     claim_source,
     labels_of,
+    node_allocatable,
     node_facts,
     priority_class,
     volume_node_affinity,
     waits_for_first_consumer,
 )
 from placement.core.annotations import pod_key
+from placement.core.dra.inferred import scheduling_topology
 from placement.core.pods import PodParseError, PodUsage, placed_pod, pod_usage, reserved_usage
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
@@ -111,18 +116,29 @@ class ClusterFeed:
                 (STORAGE_CLASSES_PATH, self._facts.storage_classes),
             )
         )
+        self._dra = DraFeed(
+            api,
+            index.dra,
+            stop=self._stop,
+            watch_timeout_s=watch_timeout_s,
+            backoff=backoff,
+            on_node_devices=self._topology.infer,
+        )
         self._threads: list[threading.Thread] = []
 
     @property
     def synced(self) -> bool:
         """Every initial list landed and every watch is connected: decisions may be served."""
-        return all(reflector.healthy for reflector in self._reflectors)
+        return all(reflector.healthy for reflector in self._reflectors) and self._dra.synced
 
     @property
     def relists(self) -> int:
-        return sum(reflector.relists for reflector in self._reflectors)
+        return sum(reflector.relists for reflector in (*self._reflectors, *self._dra.reflectors))
 
     def start(self) -> None:
+        discovery = threading.Thread(target=self._dra.run, name="feed resource.k8s.io", daemon=True)
+        discovery.start()
+        self._threads.append(discovery)
         for reflector in self._reflectors:
             thread = threading.Thread(target=reflector.run, name=f"feed {reflector.path}", daemon=True)
             thread.start()
@@ -138,7 +154,7 @@ class ClusterFeed:
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
         self._api.close_streams()
-        for thread in self._threads:
+        for thread in (*self._threads, *self._dra.threads):
             thread.join(timeout_s)
 
 
@@ -164,15 +180,21 @@ class _TopologyHandler:
         self._lock = threading.Lock()
         self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         self._nrts: dict[str, Json] = {}
-        self.nodes = _Collection(self._node_changed, self._node_removed, _name)
-        self.nrts = _Collection(self._nrt_changed, self._nrt_removed, _name)
+        # Nodes without a report: their allocatable CPUs and memory, and those scheduled on it for their
+        # DRA devices (``infer``).
+        self._allocatable: dict[str, tuple[int, int] | None] = {}
+        self._inferred: dict[str, tuple[int, int]] = {}  # node -> the allocatable it is scheduled on
+        self.nodes = KeyedObjects(self._node_changed, self._node_removed, _name)
+        self.nrts = KeyedObjects(self._nrt_changed, self._nrt_removed, _name)
 
     def _node_changed(self, name: str, obj: Json) -> None:
         _read(name, lambda: self._index.facts.set_node(node_facts(obj)))
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         if MODEL_KEY not in annotations:
-            return  # no agent on this node yet (or NRT-only mode): nothing to read
+            # No agent on this node yet (or NRT-only mode): nothing to read, unless it has DRA devices.
+            _read(name, lambda: self._note_allocatable(name, obj))
+            return
         report = (dict(metadata.get("labels") or {}), dict(annotations))
         with self._lock:
             unchanged = self._annotations.get(name, (None, {}))[1].get(MODEL_KEY) == annotations[MODEL_KEY]
@@ -183,8 +205,29 @@ class _TopologyHandler:
                 return
             self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
 
+    def _note_allocatable(self, name: str, obj: Json) -> None:
+        self._allocatable[name] = node_allocatable(obj)
+        self.infer(name)
+
+    def infer(self, name: str) -> None:
+        """A node without a report is scheduled on its allocatable CPUs and memory while slices naming it
+        publish devices (``core.dra.inferred``); it leaves the index when they no longer do."""
+        with self._lock:
+            if name in self._annotations or name in self._nrts:
+                self._inferred.pop(name, None)  # a report: the node is read from it
+                return
+            allocatable = self._allocatable.get(name)
+            if allocatable is not None and self._index.dra.local_devices(name):
+                if self._inferred.get(name) != allocatable:  # a heartbeat that changes nothing writes nothing
+                    self._index.upsert_topology(name, scheduling_topology(name, *allocatable))
+                    self._inferred[name] = allocatable
+            elif self._inferred.pop(name, None) is not None:
+                self._index.remove_node(name)
+
     def _node_removed(self, name: str) -> None:
         with self._lock:
+            self._allocatable.pop(name, None)
+            self._inferred.pop(name, None)
             self._annotations.pop(name, None)
             self._nrts.pop(name, None)
             self._index.remove_node(name)
@@ -207,6 +250,7 @@ class _TopologyHandler:
                 self._index.remove_node(name)
                 if self._on_node_removed is not None:
                     self._on_node_removed(name)
+                self.infer(name)
             else:
                 self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
 
@@ -227,46 +271,16 @@ class _TopologyHandler:
             )
 
 
-class _Collection(Generic[Key]):
-    """A handler over objects by key (name, or namespace and name): ``replace`` turns a list into changes and
-    removals."""
-
-    def __init__(
-        self, changed: Callable[[Key, Json], None], removed: Callable[[Key], None], key: Callable[[Json], Key]
-    ) -> None:
-        self._changed: Callable[[Key, Json], None] = changed
-        self._removed: Callable[[Key], None] = removed
-        self._key: Callable[[Json], Key] = key
-        self._names: set[Key] = set()
-
-    def replace(self, objects: list[Json]) -> None:
-        seen = {self._key(obj): obj for obj in objects}
-        for name in self._names - set(seen):
-            self._removed(name)
-        for name, obj in seen.items():
-            self._changed(name, obj)
-        self._names = set(seen)
-
-    def apply(self, kind: str, obj: Json) -> None:
-        name = self._key(obj)
-        if kind == "DELETED":
-            self._names.discard(name)
-            self._removed(name)
-        else:
-            self._names.add(name)
-            self._changed(name, obj)
-
-
 class _FactsHandler:
     """Namespaces, PriorityClasses, and claims with their volumes and classes, into the scheduling facts."""
 
     def __init__(self, facts: SchedulingFacts) -> None:
         self._facts = facts
-        self.namespaces = _Collection(self._namespace_changed, facts.remove_namespace, _name)
-        self.priority_classes = _Collection(self._priority_class_changed, facts.remove_priority_class, _name)
-        self.claims = _Collection(self._claim_changed, self._claim_removed, _namespaced_name)
-        self.volumes = _Collection(self._volume_changed, facts.remove_volume, _name)
-        self.storage_classes = _Collection(self._storage_class_changed, facts.remove_storage_class, _name)
+        self.namespaces = KeyedObjects(self._namespace_changed, facts.remove_namespace, _name)
+        self.priority_classes = KeyedObjects(self._priority_class_changed, facts.remove_priority_class, _name)
+        self.claims = KeyedObjects(self._claim_changed, self._claim_removed, _namespaced_name)
+        self.volumes = KeyedObjects(self._volume_changed, facts.remove_volume, _name)
+        self.storage_classes = KeyedObjects(self._storage_class_changed, facts.remove_storage_class, _name)
 
     def _namespace_changed(self, name: str, obj: Json) -> None:
         _read(name, lambda: self._facts.set_namespace(name, labels_of(obj)))

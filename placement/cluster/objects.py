@@ -21,6 +21,7 @@ from placement.core.constraints.model import (
     Taint,
     TaintEffect,
 )
+from placement.core.quantity import quantity_value
 from placement.state.scheduling_facts import ClaimSource
 
 # The claim's class before spec.storageClassName existed; upstream still reads it first.
@@ -57,6 +58,17 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
         unschedulable=spec.get("unschedulable") is True,
         ready=ready,
     )
+
+
+def node_allocatable(obj: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``status.allocatable``'s whole CPUs and memory bytes; None while the kubelet has not reported them."""
+    allocatable = _mapping(_part(obj, "status").get("allocatable") or {}, "status.allocatable")
+    if "cpu" not in allocatable or "memory" not in allocatable:
+        return None
+    cpu, memory = quantity_value(allocatable["cpu"]), quantity_value(allocatable["memory"])
+    if cpu is None or memory is None:
+        raise ObjectError(f"Node {_name(obj)!r}: status.allocatable: cpu and memory must be quantities")
+    return int(cpu), int(memory)
 
 
 def labels_of(obj: Mapping[str, Any]) -> Labels:

@@ -34,6 +34,7 @@ from placement.core.annotations import (
     parse_ids,
 )
 from placement.core.constraints.model import GpuRequirements, HostPort, PlacedPod, PodConstraints
+from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.gpu_annotations import parse_gpu_requirements
 from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
 from placement.core.pod_constraints import (
@@ -59,6 +60,7 @@ MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below t
 # once per level and fails on a deep enough document with RecursionError.
 MAX_POD_JSON_CHARS = 1536 * 1024
 MAX_POD_JSON_DEPTH = 64
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1123 label
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal, escapes included
 _OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
 _CPU_MEMORY = ("cpu", "memory")
@@ -107,8 +109,10 @@ class PodSpec:
     # The PersistentVolumeClaims its volumes use: persistentVolumeClaim.claimName, and for an ephemeral
     # volume the claim the ephemeral volume controller makes for it, named <pod>-<volume>.
     claims: tuple[str, ...] = ()
-    # The names of spec.resourceClaims (DRA): the service does not allocate them yet (``validate_pod``).
-    resource_claims: tuple[str, ...] = ()
+    # spec.resourceClaims (DRA), with what status.resourceClaimStatuses says of each; and metadata.uid, which
+    # the claims made for the pod are owned by and reserved for.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    uid: str = ""
     # What the request carried, as it carried it (the Pod message's bytes, the pod_json text): the same
     # key for the same pod, so that a validated pod can be kept (``PlacementEngine``); "" when unknown.
     source: str | bytes = field(default="", compare=False, repr=False)
@@ -128,7 +132,8 @@ class PendingPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0  # spec.priority; 0 when not given
     constraints: PodConstraints = field(default_factory=PodConstraints)
-    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA), not allocated by this service yet
+    resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
+    uid: str = ""
 
     def sorted_labels(self) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(self.labels.items()))
@@ -203,11 +208,39 @@ def pod_spec_from_object(document: Any) -> PodSpec:
         ),
         overhead=_quantity_map(spec.get("overhead"), "spec.overhead"),
         claims=_claims(spec.get("volumes"), name),
-        resource_claims=tuple(
-            _string(_object(claim, f"spec.resourceClaims[{i}]").get("name", ""), f"spec.resourceClaims[{i}].name")
-            for i, claim in enumerate(_list(spec.get("resourceClaims"), "spec.resourceClaims"))
-        ),
+        resource_claims=_resource_claims(spec.get("resourceClaims"), document.get("status")),
+        uid=_string(metadata.get("uid", ""), "metadata.uid"),
     )
+
+
+def _resource_claims(value: Any, status: Any) -> tuple[PodResourceClaim, ...]:
+    """``spec.resourceClaims`` with ``status.resourceClaimStatuses`` (the claims made from templates)."""
+    generated: dict[str, str | None] = {}
+    statuses = _object(status, "status").get("resourceClaimStatuses") if status is not None else None
+    for i, entry in enumerate(_list(statuses, "status.resourceClaimStatuses")):
+        where = f"status.resourceClaimStatuses[{i}]"
+        item = _object(entry, where)
+        claim = item.get("resourceClaimName")
+        generated[_string(item.get("name", ""), f"{where}.name")] = (
+            None if claim is None else _string(claim, f"{where}.resourceClaimName")
+        )
+    result = []
+    for i, entry in enumerate(_list(value, "spec.resourceClaims")):
+        where = f"spec.resourceClaims[{i}]"
+        item = _object(entry, where)
+        name = _string(item.get("name", ""), f"{where}.name")
+        result.append(
+            PodResourceClaim(
+                name=name,
+                claim_name=_string(item.get("resourceClaimName") or "", f"{where}.resourceClaimName"),
+                template_name=_string(
+                    item.get("resourceClaimTemplateName") or "", f"{where}.resourceClaimTemplateName"
+                ),
+                listed=name in generated,
+                generated_name=generated.get(name),
+            )
+        )
+    return tuple(result)
 
 
 def _containers(value: Any, where: str, *, init: bool) -> tuple[ContainerSpec, ...]:
@@ -315,8 +348,29 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         annotations=dict(spec.annotations),
         priority=0 if spec.priority is None else spec.priority,
         constraints=_with_gpu_requirements(_constraints(spec, where), gpu, pod),
-        resource_claims=spec.resource_claims,
+        resource_claims=_checked_resource_claims(spec.resource_claims, where),
+        uid=spec.uid,
     )
+
+
+def _checked_resource_claims(entries: tuple[PodResourceClaim, ...], where: str) -> tuple[PodResourceClaim, ...]:
+    """As the API server validates ``spec.resourceClaims`` (``validatePodResourceClaim``): a unique DNS
+    label name each, and exactly one of ``resourceClaimName`` and ``resourceClaimTemplateName``."""
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        path = f"{where}: spec.resourceClaims[{index}]"
+        if not entry.name:
+            raise PodParseError(f"{path}.name: Required value")
+        if entry.name in seen:
+            raise PodParseError(f"{path}.name: Duplicate value: {entry.name!r}")
+        seen.add(entry.name)
+        if not _DNS_LABEL.fullmatch(entry.name):
+            raise PodParseError(f"{path}.name: Invalid value: {entry.name!r}: must be a DNS label")
+        if bool(entry.claim_name) == bool(entry.template_name):
+            raise PodParseError(
+                f"{path}: Invalid value: exactly one of resourceClaimName and resourceClaimTemplateName must be set"
+            )
+    return entries
 
 
 def _with_gpu_requirements(constraints: PodConstraints, gpu: GpuRequirements | None, pod: Pod) -> PodConstraints:

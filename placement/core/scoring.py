@@ -123,6 +123,7 @@ CONSTRAINT_COMPONENTS = {
     "NodeAffinity": "node-affinity",
     "PodTopologySpread": "topology-spread",
     "InterPodAffinity": "inter-pod-affinity",
+    "DynamicResources": "devices",  # ours: the DRA device choice's score (placement.state.dra_verdicts)
 }
 
 

@@ -49,12 +49,14 @@ from placement.service.results import (
     Rejections,
     ReserveOutcome,
     ScoreOutcome,
+    claim_devices,
     group_rejections,
     ordered,
 )
 from placement.service.views import NodeSummary, NodeView, node_summaries, node_view
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
+from placement.state.dra_verdicts import choose_devices
 from placement.state.gangs import GangCoordinator
 from placement.state.reservations import Decision, Reservations, plan_on_slot
 
@@ -174,7 +176,7 @@ class PlacementEngine:
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = (), *, caller: str = "") -> ReserveOutcome:
         """``caller`` (the client's identity) owns the reservation: only it may release it (``unreserve``)."""
-        pending = _without_resource_claims(self._admit_request(spec))
+        pending = self._admit_request(spec)
         self._require_leader()
         names = self._candidates(nodes)
         with self.index.lock:
@@ -224,15 +226,19 @@ class PlacementEngine:
                 raise NodeNotFound(node)
             arrays = index.arrays()
             only = np.array([slot], dtype=np.int64)
-            ranking = rank(arrays, only, demand, intent=_intent(pending), constraints=index.judge(pending))
+            judge = index.judge(pending)
+            ranking = rank(arrays, only, demand, intent=_intent(pending), constraints=judge)
             exact = bool(len(ranking.filtered.exact_rows))
             refused = ranking.filtered.rejected(0)
             if refused is not None:
                 return Explanation(node, pending, demand, None, _rejection(node, refused), exact)
             scores = ranking.scores
             plan = plan_on_slot(index, slot, demand, pending.intent, int(scores.landing_cell[0]))
+            devices = None if isinstance(plan, Rejected) else choose_devices(judge, plan)
         if isinstance(plan, Rejected):
             return Explanation(node, pending, demand, None, _rejection(node, plan), exact_model=True)
+        if isinstance(devices, Rejected):
+            return Explanation(node, pending, demand, None, _rejection(node, devices), exact)
         placement = Placement(
             namespace=pending.namespace,
             name=pending.name,
@@ -243,6 +249,7 @@ class PlacementEngine:
             score=float(scores.total[0]),
             breakdown=scores.breakdown(0),
             ttl_s=0.0,
+            claims=claim_devices(devices, node, plan.cells),
         )
         return Explanation(node, pending, demand, placement, None, exact)
 
@@ -260,7 +267,7 @@ class PlacementEngine:
                 f"pod group {group.namespace or 'default'}/{group.name}: min_member {group.min_member} "
                 f"must be between 0 and the {len(group.members)} members sent"
             )
-        members = [_without_resource_claims(self._with_priority(self._validated(member))) for member in group.members]
+        members = [self._with_priority(self._validated(member)) for member in group.members]
         self._require_synced()
         self._require_leader()
         # No candidates named: every node, now and later (the group keeps them for its retries).
@@ -405,27 +412,13 @@ class PlacementEngine:
             score=decision.score,
             breakdown=decision.breakdown,
             ttl_s=0.0 if expires_at is None else max(0.0, expires_at - self.clock()),
+            claims=claim_devices(decision.devices, decision.node, decision.cells),
         )
-
-
-def _without_resource_claims(pending: PendingPod) -> PendingPod:
-    """Reserve and PlaceGang refuse a pod with DRA ResourceClaims: the service does not allocate claims yet,
-    and the binder would bind the pod with its claims unallocated, which the kubelet refuses to run. Filter
-    and Score judge such a pod as any other: in extender mode kube-scheduler allocates its claims itself."""
-    if pending.resource_claims:
-        raise InvalidRequest(
-            f"pod {pending.namespace}/{pending.name}: spec.resourceClaims ({', '.join(pending.resource_claims)}) "
-            "names DRA ResourceClaims, which this scheduler does not allocate yet; schedule the pod with "
-            "kube-scheduler (the extender mode serves it)"
-        )
-    return pending
 
 
 def _intent(pending: PendingPod) -> PodIntent | None:
     """None for a pod that asks nothing: the core then skips the intent's mask work (~30 ms per 1,000 nodes)."""
     return None if pending.intent == _NO_INTENT else pending.intent
-
-
 
 
 def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejections]:

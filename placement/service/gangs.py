@@ -17,7 +17,7 @@ from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDU
 from placement.core.podgroup import GroupRef, PodGroupSpec
 from placement.core.pods import PendingPod, PodUsage
 from placement.service.errors import InvalidRequest
-from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome, Placement
+from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome, Placement, claim_devices
 from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement, GangRefused
 
 
@@ -80,7 +80,19 @@ class CoordinatedGangs:
         if isinstance(result, GangPlacement):
             ttl = max(0.0, result.deadline - self._clock())
             placements = tuple(
-                Placement(m.namespace, m.name, m.node, m.cells, m.gpus, m.pinned, 0.0, {}, ttl) for m in result.members
+                Placement(
+                    m.namespace,
+                    m.name,
+                    m.node,
+                    m.cells,
+                    m.gpus,
+                    m.pinned,
+                    0.0,
+                    {},
+                    ttl,
+                    claim_devices(m.devices, m.node, m.cells),
+                )
+                for m in result.members
             )
         state = {
             GangPhase.RESERVED: GangState.PLACED,

@@ -6,7 +6,10 @@ pod, ``PlaceGang`` for a pod group) and binds through the Binding API, in two ph
 1. **reserve**: write the placement on every pod of the decision (``RESERVED_NODE_KEY``, the assigned NUMA
    cells and GPUs). From here on the decision is in the cluster, not only in this process: any replica's
    cluster feed charges those cells to those pods.
-2. **bind**: one Binding per pod, then a ``Scheduled`` Event naming the cells and GPUs.
+2. **bind**: one Binding per pod, then a ``Scheduled`` Event naming the cells, GPUs and DRA devices.
+
+Before phase 1, a pod with DRA claims gets the devices the service chose written into its claims
+(``claim_writer``: ``status.allocation`` and ``reservedFor``, as kube-scheduler's PreBind writes them).
 
 A binder that dies between the phases loses nothing: the next leader finds pods that carry a reservation
 and binds each to its reserved node, asking nothing new (the cells are still charged to them, so nothing
@@ -45,6 +48,7 @@ from placement.core.annotations import (
     parse_ids,
     pod_key,
 )
+from placement.shim.claim_writer import ClaimWriteError, ClaimWriter
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import SCHEDULER_NAME
 
@@ -52,6 +56,7 @@ log = logging.getLogger("kubenexus.placement.binder")
 
 PodKey = tuple[str, str]
 _MESSAGE_REASONS = 8  # reasons an Event names before "and N more"
+_CLAIM_ERRORS: tuple[type[BaseException], ...] = (ClaimWriteError, *API_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class Assignment:
     cells: tuple[int, ...]
     gpus: tuple[int, ...]
     annotations: Mapping[str, str]
+    claims: tuple[pb.ClaimAllocation, ...] = ()  # DRA: written into the claims before the pod binds
 
 
 class Binder:
@@ -81,6 +87,7 @@ class Binder:
     ) -> None:
         self._api = api
         self._service = service
+        self._claims = ClaimWriter(api)
         self._is_leader = is_leader
         self._identity = identity
         self._scheduler_name = scheduler_name
@@ -186,7 +193,7 @@ class Binder:
             self._tell(pod, "Warning", "FailedScheduling", _no_node_message(answer.rejected))
             return
         assignment = _assignment(pod, answer.placement)
-        if self._reserve_all([assignment]):
+        if self._allocate_claims([assignment]) and self._reserve_all([assignment]):
             self._bind_all([assignment])
 
     def _schedule_group(self, namespace: str, group: str, members: list[Json]) -> None:
@@ -230,7 +237,7 @@ class Binder:
             for m in answer.members
             if (m.pod.namespace or "default", m.pod.name) in by_key
         ]
-        if self._reserve_all(assignments):
+        if self._allocate_claims(assignments) and self._reserve_all(assignments):
             self._bind_all(assignments)
 
     # --- the two phases -------------------------------------------------------------------------------
@@ -245,6 +252,41 @@ class Binder:
             self._clear(pods)
             return
         self._bind_all(assignments)
+
+    def _allocate_claims(self, assignments: Sequence[Assignment]) -> bool:
+        """DRA, before phase 1: write every claim's allocation and reservation, or take back those written.
+
+        Claims first: a binder that dies after them leaves claims allocated and reserved for the pod, which
+        the next plan respects (the pod goes where its devices are); one that dies after phase 1 binds
+        from the recorded reservation, its claims already written."""
+        written: list[tuple[Assignment, pb.ClaimAllocation]] = []
+        for assignment in assignments:
+            for claim in assignment.claims:
+                try:
+                    self._claims.allocate(assignment.pod, claim)
+                except _CLAIM_ERRORS as error:
+                    message = str(error) if isinstance(error, ClaimWriteError) else describe(error)
+                    log.warning(
+                        "could not allocate a claim; releasing the decision",
+                        extra={"pod": _name(assignment.pod), "claim": f"{claim.namespace}/{claim.name}"},
+                    )
+                    for done, written_claim in written:
+                        self._release_claim(done.pod, written_claim)
+                    for undo in assignments:
+                        self._unreserve(undo.pod)
+                    self._tell(assignment.pod, "Warning", "FailedScheduling", f"allocating claims: {message}")
+                    return False
+                written.append((assignment, claim))
+        return True
+
+    def _release_claim(self, pod: Json, claim: pb.ClaimAllocation) -> None:
+        try:
+            self._claims.release(pod, claim)
+        except API_ERRORS as error:
+            log.warning(
+                "could not release a claim reservation",
+                extra={"pod": _name(pod), "claim": f"{claim.namespace}/{claim.name}", "error": describe(error)},
+            )
 
     def _reserve_all(self, assignments: Sequence[Assignment]) -> bool:
         """Phase 1: write every reservation, or none (a failure undoes the written ones)."""
@@ -297,6 +339,8 @@ class Binder:
             where = f"NUMA cells {format_ids(assignment.cells)}"
             if assignment.gpus:
                 where += f", GPUs {format_ids(assignment.gpus)}"
+            for claim in assignment.claims:
+                where += f", claim {claim.name}: devices {','.join(d.device for d in claim.devices)}"
             message = f"Successfully assigned {namespace}/{name} to {assignment.node} ({where})"
             log.info(
                 "bound",
@@ -453,7 +497,9 @@ def _assignment(pod: Json, placement: pb.PodPlacement) -> Assignment:
     }
     if gpus:
         annotations[ASSIGNED_GPUS_KEY] = format_ids(gpus)
-    return Assignment(pod=pod, node=placement.node, cells=cells, gpus=gpus, annotations=annotations)
+    return Assignment(
+        pod=pod, node=placement.node, cells=cells, gpus=gpus, annotations=annotations, claims=tuple(placement.claims)
+    )
 
 
 def _restored(pod: Json) -> Assignment:

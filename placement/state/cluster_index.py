@@ -49,6 +49,7 @@ from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.charging import charge_cells, charge_node
 from placement.core.constraints.cache import ConstraintCache
 from placement.core.constraints.context import PodInCluster
+from placement.core.constraints.model import Labels
 from placement.core.feasibility import memory_groups
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.core.pods import PendingPod, PodUsage
@@ -68,6 +69,8 @@ from placement.core.vocabulary import (
     ScopeCode,
     is_memory_resource,
 )
+from placement.state.dra_state import DraState
+from placement.state.dra_verdicts import DeviceChoices, PodWithDevices
 from placement.state.scheduling_facts import SchedulingFacts
 from placement.state.workload import WorkloadModel
 
@@ -159,6 +162,11 @@ class ClusterIndex:
         # What the constraint plugins read (labels, taints, placed pods, ...), in step with the slots.
         self.facts = SchedulingFacts(self.lock)
         self._constraint_cache = ConstraintCache()
+        # DRA: ResourceSlices, DeviceClasses, ResourceClaims and held devices, and the device choices kept.
+        self.dra = DraState(self.lock)
+        self.device_choices = DeviceChoices(
+            self.dra, slot_names=self.slot_names, slot_of=self.slot_of, labels_version=self._labels_version
+        )
         self._allocate(max(1, initial_capacity))
 
     # --- storage ---------------------------------------------------------------------------------------
@@ -307,6 +315,7 @@ class ClusterIndex:
             self._write_report(node, topology)
             self._reconcile(node)
             self._rebuild(node)
+            self.dra.set_topology(name, topology)
 
     def remove_node(self, name: str) -> None:
         with self.lock:
@@ -324,6 +333,7 @@ class ClusterIndex:
             self._clear_slot(node.slot)
             self._slot_names[node.slot] = None
             self.facts.detach(node.slot)
+            self.dra.set_topology(name, None)
             self._free_slots.append(node.slot)
 
     def _clear_slot(self, slot: int) -> None:
@@ -725,9 +735,28 @@ class ClusterIndex:
             if allocatable[c] > 0
         }
 
-    def judge(self, pod: PendingPod) -> PodInCluster:
-        """``pod``'s kube-scheduler constraints against the node facts and placed pods here (under ``lock``)."""
-        return PodInCluster(self.facts, self._constraint_cache, pod.namespace, pod.sorted_labels(), pod.constraints)
+    def judge(self, pod: PendingPod) -> PodInCluster | PodWithDevices:
+        """``pod``'s kube-scheduler constraints against the node facts and placed pods here (under ``lock``),
+        and its DRA claims when it has some."""
+        constraints = PodInCluster(
+            self.facts, self._constraint_cache, pod.namespace, pod.sorted_labels(), pod.constraints
+        )
+        if not pod.resource_claims:
+            return constraints
+        return PodWithDevices(constraints, pod, self.device_choices, self.name_of, self._node_labels, self._cell_id)
+
+    def _labels_version(self) -> int:
+        return self.facts.labels_version
+
+    def _node_labels(self, name: str) -> Labels:
+        facts = self.facts.node(name)
+        return () if facts is None else facts.labels
+
+    def _cell_id(self, slot: int, position: int) -> int | None:
+        node = self._nodes.get(self._slot_names[slot] or "")
+        if node is None or position >= self.numa_cells(slot):
+            return None
+        return int(self.cell_ids[slot, position])
 
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:

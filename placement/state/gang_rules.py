@@ -27,7 +27,7 @@ from placement.core.constraints.model import PlacedPod
 from placement.core.constraints.selectors import SelectorError
 from placement.core.constraints.terms import incoming_terms, matches_existing
 from placement.core.constraints.verdicts import AFFINITY_MISMATCH, ConstraintVerdict, FilterStage
-from placement.core.decision import rank
+from placement.core.decision import NodePlan, rank
 from placement.core.feasibility import FilterResult
 from placement.core.gang import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberPlan, MemberRules, Workspace
 from placement.core.podgroup import SpreadPolicy
@@ -35,6 +35,7 @@ from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import IntArray, Rejected, RejectionKind
 from placement.state.cluster_index import ClusterIndex
+from placement.state.dra_verdicts import DeviceChoice, choose_devices, holds_of
 from placement.state.scheduling_facts import SchedulingFacts
 
 HOSTNAME_KEY = "kubernetes.io/hostname"  # the kubelet sets it on every node, unique per node
@@ -149,10 +150,14 @@ def plan_in_order(
     gpus: GpusOf,
     policy: SpreadPolicy,
     weights: ScoringWeights | None = None,
+    devices: dict[Key, DeviceChoice] | None = None,
 ) -> GangPlan | GangUnplaceable:
     """Each member in turn on its best node among ``rows``, judged (resources, the kubelet's exact model and
     the constraints) with the members before it placed; a member that fits nowhere yet is tried again after
-    the others (as in ``plan_conflict``). Or why a member finds none."""
+    the others (as in ``plan_conflict``). Or why a member finds none.
+
+    DRA: a member's claims are allocated on its node as it is placed, and the devices held (``devices``
+    gets each member's choice); the caller releases the holds when the plan is not reserved."""
     workspace = Workspace(index.arrays(), gpus)
     by_key = {pod.key: member for pod, member in members}
     plans: list[MemberPlan] = []
@@ -165,9 +170,17 @@ def plan_in_order(
         )
         for position in ranking.order[:MAX_TRIES_PER_MEMBER].tolist():
             outcome = workspace.place(member, int(ranking.scores.rows[position]))
-            if isinstance(outcome, MemberPlan):
-                plans.append(outcome)
-                return outcome.row, None
+            if not isinstance(outcome, MemberPlan):
+                continue
+            # Its claims too, holding the devices for the members after it. Refused, the member's cells
+            # stay charged in the workspace: the next members see less room there, never more.
+            chosen = hold_devices(index, pod, outcome)
+            if isinstance(chosen, Rejected):
+                continue
+            if chosen is not None and devices is not None:
+                devices[pod.key] = chosen
+            plans.append(outcome)
+            return outcome.row, None
         reasons[pod.key] = _top_reasons(ranking.filtered)
         return -1, _NO_ROOM
 
@@ -181,6 +194,37 @@ def plan_in_order(
         f"member {pod.namespace}/{pod.name} fits no node"
     )
     return GangUnplaceable(reason=reason + (f" ({why})" if why else ""), placed=len(plans))
+
+
+def allocate_members(
+    index: ClusterIndex, pods: Mapping[Key, PendingPod], plan: GangPlan
+) -> tuple[dict[Key, DeviceChoice], str | None]:
+    """DRA: the devices of each member's claims on its planned node, member by member, each seeing the
+    devices of those before it held (``DraState.hold``). All or nothing: when a member's claims do not fit,
+    every hold made here is released and the reason returned."""
+    chosen: dict[Key, DeviceChoice] = {}
+    for step in plan.members:
+        pod = pods[step.key]
+        devices = hold_devices(index, pod, step)
+        if isinstance(devices, Rejected):
+            for key in chosen:
+                index.dra.release(key)
+            node = index.name_of(step.row) or ""
+            return {}, f"member {pod.namespace}/{pod.name} on {node}: {devices.message}"
+        if devices is not None:
+            chosen[step.key] = devices
+    return chosen, None
+
+
+def hold_devices(index: ClusterIndex, pod: PendingPod, plan: MemberPlan) -> DeviceChoice | Rejected | None:
+    """Choose and hold the devices of ``pod``'s claims on its planned node (None: it has none to allocate)."""
+    if not pod.resource_claims:
+        return None
+    node_plan = NodePlan(row=plan.row, cells=plan.cells, pinned=plan.pinned, gpus=plan.gpus)
+    devices = choose_devices(index.judge(pod), node_plan)
+    if isinstance(devices, DeviceChoice):
+        index.dra.hold(pod.key, holds_of(devices, index.name_of(plan.row) or ""))
+    return devices
 
 
 def _in_turn(

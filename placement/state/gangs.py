@@ -84,7 +84,8 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import FloatArray, IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gang_rules import member_rules, plan_conflict, plan_in_order
+from placement.state.dra_verdicts import DeviceChoice
+from placement.state.gang_rules import allocate_members, member_rules, plan_conflict, plan_in_order
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement.gangs")
@@ -174,6 +175,7 @@ class MemberPlacement:
     cells: tuple[int, ...]
     gpus: tuple[int, ...]
     pinned: bool
+    devices: DeviceChoice | None = None  # DRA: the devices chosen for the member's claims
 
 
 @dataclass(frozen=True)
@@ -1054,6 +1056,10 @@ class GangCoordinator:
         index = self._index
         pods = {key: member.pod for key, member in gang.members.items()}
         conflict = plan_conflict(index, pods, plan)
+        devices: dict[Key, DeviceChoice] = {}
+        if conflict is None and any(pods[step.key].resource_claims for step in plan.members):
+            # DRA: every member's claims on its planned node, all or nothing; else planned member by member.
+            devices, conflict = allocate_members(index, pods, plan)
         if conflict is not None:
             batch = [gang.members[step.key] for step in plan.members]
             ordered = plan_in_order(
@@ -1063,8 +1069,11 @@ class GangCoordinator:
                 gpus=self._gpus_of,
                 policy=plan.policy,
                 weights=self._config.weights,
+                devices=devices,
             )
             if isinstance(ordered, GangUnplaceable):
+                for step in plan.members:
+                    index.dra.release(step.key)  # devices held while planning member by member
                 if gang.waiting_since is None:
                     gang.waiting_since = now
                 gang.message = f"the plan breaks a constraint between members ({conflict}); {ordered.reason}"
@@ -1088,7 +1097,11 @@ class GangCoordinator:
                     isolated=member.plan.intent.exclusive,
                 )
             )
-            placements.append(MemberPlacement(step.key[0], step.key[1], node, step.cells, step.gpus, step.pinned))
+            placements.append(
+                MemberPlacement(
+                    step.key[0], step.key[1], node, step.cells, step.gpus, step.pinned, devices.get(step.key)
+                )
+            )
             placed.append(member.pod.placed_on(node))
             member.placement = placements[-1]
         self._reservations.reserve_all(usages, placed, expires=False)

@@ -33,6 +33,7 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
 from placement.core.vocabulary import PodDemand, Rejected, demand_of
 from placement.state.cluster_index import ClusterIndex
+from placement.state.dra_verdicts import DeviceChoice, choose_devices, holds_of
 
 DEFAULT_TTL_S = 30.0
 MAX_PLAN_ATTEMPTS = 16  # ranked nodes to try after the exact check rejects the best ones
@@ -54,6 +55,7 @@ class Decision:
     filtered: FilterResult | None = None
     skipped: Mapping[str, Rejected] = field(default_factory=dict)  # feasible nodes the exact check turned down
     slot_names: tuple[str | None, ...] = ()
+    devices: DeviceChoice | None = None  # DRA: the devices chosen for the pod's unallocated claims
 
     def rejections(self) -> dict[str, Rejected]:
         """Why each candidate was not chosen (built on demand: one entry per rejected node)."""
@@ -127,9 +129,8 @@ class Reservations:
             rows = index.slots(names)
             demand = demand_of(request.pod)
             arrays = index.arrays()
-            ranking = rank(
-                arrays, rows, demand, intent=request.intent, weights=self._weights, constraints=index.judge(request)
-            )
+            judge = index.judge(request)
+            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights, constraints=judge)
             scores = ranking.scores
             skipped: dict[str, Rejected] = {}
             for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
@@ -139,6 +140,12 @@ class Reservations:
                 if isinstance(plan, Rejected):
                     skipped[node] = plan
                     continue
+                devices = choose_devices(judge, plan)
+                if isinstance(devices, Rejected):
+                    skipped[node] = devices
+                    continue
+                if devices is not None:
+                    index.dra.hold(key, holds_of(devices, node))
                 index.assume_pod(
                     PodUsage(
                         namespace=request.namespace,
@@ -166,6 +173,7 @@ class Reservations:
                     filtered=ranking.filtered,
                     skipped=skipped,
                     slot_names=index.slot_names(),
+                    devices=devices,
                 )
             return Decision(
                 namespace=request.namespace,
@@ -242,6 +250,7 @@ class Reservations:
         with self._index.lock:
             reservation = self._pending.pop(key, None)
             self._index.remove_pod(*key)
+            self._index.dra.release(key)
             facts = self._index.facts
             held = facts.pod(*key)
             if reservation is not None and held is not None and held.node == reservation.node:

@@ -329,6 +329,9 @@ class Pod(_message.Message):
     OVERHEAD_FIELD_NUMBER: _builtins.int
     PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _builtins.int
     HOST_NETWORK_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_STATUSES_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """"default" when empty"""
     name: _builtins.str
@@ -342,6 +345,8 @@ class Pod(_message.Message):
     priority_class_name: _builtins.str
     host_network: _builtins.bool
     """every container port is a host port (host_port defaults to container_port)"""
+    uid: _builtins.str
+    """metadata.uid: the claims are reserved for it"""
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -380,6 +385,12 @@ class Pod(_message.Message):
         and for an ephemeral volume the claim made for it, named <pod name>-<volume name>.
         """
 
+    @_builtins.property
+    def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodResourceClaim]:
+        """spec.resourceClaims (DRA) and status.resourceClaimStatuses: the claims the service allocates devices for."""
+
+    @_builtins.property
+    def resource_claim_statuses(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodResourceClaimStatus]: ...
     def __init__(
         self,
         *,
@@ -400,16 +411,71 @@ class Pod(_message.Message):
         overhead: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         persistent_volume_claims: _abc.Iterable[_builtins.str] | None = ...,
         host_network: _builtins.bool = ...,
+        resource_claims: _abc.Iterable[Global___PodResourceClaim] | None = ...,
+        resource_claim_statuses: _abc.Iterable[Global___PodResourceClaimStatus] | None = ...,
+        uid: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "annotations", b"annotations", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "persistent_volume_claims", b"persistent_volume_claims", "priority", b"priority", "priority_class_name", b"priority_class_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "annotations", b"annotations", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "persistent_volume_claims", b"persistent_volume_claims", "priority", b"priority", "priority_class_name", b"priority_class_name", "resource_claim_statuses", b"resource_claim_statuses", "resource_claims", b"resource_claims", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___Pod: _TypeAlias = Pod  # noqa: Y015
+
+@_typing.final
+class PodResourceClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_TEMPLATE_NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_claim_name: _builtins.str
+    """exactly one of these two"""
+    resource_claim_template_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_claim_name: _builtins.str = ...,
+        resource_claim_template_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "resource_claim_name", b"resource_claim_name", "resource_claim_template_name", b"resource_claim_template_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodResourceClaim: _TypeAlias = PodResourceClaim  # noqa: Y015
+
+@_typing.final
+class PodResourceClaimStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """the spec.resourceClaims entry"""
+    resource_claim_name: _builtins.str
+    """the claim made from its template; unset: none is needed"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_claim_name: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_resource_claim_name", b"_resource_claim_name", "resource_claim_name", b"resource_claim_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_resource_claim_name", b"_resource_claim_name", "name", b"name", "resource_claim_name", b"resource_claim_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__resource_claim_name: _TypeAlias = _typing.Literal["resource_claim_name"]  # noqa: Y015
+    _WhichOneofArgType__resource_claim_name: _TypeAlias = _typing.Literal["_resource_claim_name", b"_resource_claim_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__resource_claim_name) -> _WhichOneofReturnType__resource_claim_name | None: ...
+
+Global___PodResourceClaimStatus: _TypeAlias = PodResourceClaimStatus  # noqa: Y015
 
 @_typing.final
 class ContainerPort(_message.Message):
@@ -1227,6 +1293,7 @@ class PodPlacement(_message.Message):
     BREAKDOWN_FIELD_NUMBER: _builtins.int
     RESERVATION_TTL_SECONDS_FIELD_NUMBER: _builtins.int
     ANNOTATIONS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     pinned: _builtins.bool
     """the kubelet will pin the pod to numa_cells (else our prediction)"""
@@ -1248,6 +1315,12 @@ class PodPlacement(_message.Message):
     def annotations(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Annotations the binder writes on the pod so that every replica rebuilds the placement."""
 
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClaimAllocation]:
+        """DRA: the devices chosen for each of the pod's unallocated ResourceClaims; the binder writes
+        `allocation_json` into the claim's status.allocation (and the pod into status.reservedFor) before binding.
+        """
+
     def __init__(
         self,
         *,
@@ -1259,14 +1332,83 @@ class PodPlacement(_message.Message):
         breakdown: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         reservation_ttl_seconds: _builtins.float = ...,
         annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        claims: _abc.Iterable[Global___ClaimAllocation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "breakdown", b"breakdown", "gpu_ids", b"gpu_ids", "node", b"node", "numa_cells", b"numa_cells", "pinned", b"pinned", "reservation_ttl_seconds", b"reservation_ttl_seconds", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "breakdown", b"breakdown", "claims", b"claims", "gpu_ids", b"gpu_ids", "node", b"node", "numa_cells", b"numa_cells", "pinned", b"pinned", "reservation_ttl_seconds", b"reservation_ttl_seconds", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PodPlacement: _TypeAlias = PodPlacement  # noqa: Y015
+
+@_typing.final
+class ClaimAllocation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
+    ALLOCATION_JSON_FIELD_NUMBER: _builtins.int
+    WHY_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    """the ResourceClaim"""
+    allocation_json: _builtins.str
+    """status.allocation as kube-scheduler writes it (JSON); empty for a claim allocated already, which the
+    binder only reserves for the pod (a claim shared by several pods is allocated once).
+    """
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___AllocatedDevice]: ...
+    @_builtins.property
+    def why(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """what the device choice scored: NVLink, NUMA alignment, fragmentation"""
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        devices: _abc.Iterable[Global___AllocatedDevice] | None = ...,
+        allocation_json: _builtins.str = ...,
+        why: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation_json", b"allocation_json", "devices", b"devices", "name", b"name", "namespace", b"namespace", "why", b"why"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimAllocation: _TypeAlias = ClaimAllocation  # noqa: Y015
+
+@_typing.final
+class AllocatedDevice(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    DEVICE_FIELD_NUMBER: _builtins.int
+    request: _builtins.str
+    """"<request>" or "<request>/<subrequest>" """
+    driver: _builtins.str
+    pool: _builtins.str
+    device: _builtins.str
+    def __init__(
+        self,
+        *,
+        request: _builtins.str = ...,
+        driver: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        device: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device", b"device", "driver", b"driver", "pool", b"pool", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocatedDevice: _TypeAlias = AllocatedDevice  # noqa: Y015
 
 @_typing.final
 class ReserveResponse(_message.Message):

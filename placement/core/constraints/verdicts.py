@@ -40,6 +40,7 @@ class FilterStage(enum.IntEnum):
     VOLUME_BINDING = 9
     POD_TOPOLOGY_SPREAD = 10
     INTER_POD_AFFINITY = 11
+    DYNAMIC_RESOURCES = 12  # DRA claims (placement.state.dra_verdicts), judged after the constraint plugins
 
 
 # nodeunschedulable.ErrReasonUnschedulable

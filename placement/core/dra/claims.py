@@ -16,10 +16,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.core.dra.model import DeviceTaint, QualifiedName
+from placement.core.constraints.model import NodeSelectorTerm
+from placement.core.dra.model import DeviceTaint, QualifiedName, SliceError
 from placement.core.dra.pools import DeviceRef
+from placement.core.dra.slices import node_selector_terms
 
 API_VERSIONS = frozenset({"resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1"})
+# What the claim controller writes on a claim it makes from a template: the pod's claim entry it serves
+# (kubernetes pkg/controller/resourceclaim: podResourceClaimAnnotation).
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _NESTED_VERSIONS = frozenset({"resource.k8s.io/v1", "resource.k8s.io/v1beta2"})  # requests use ``exactly``
 _EFFECTS_NEEDING_TOLERATION = frozenset({"NoSchedule", "NoExecute"})
 
@@ -172,6 +177,13 @@ class ResourceClaim:
     spec: ClaimSpec
     allocation: tuple[AllocatedDevice, ...] | None = None  # None: not allocated
     reserved_for: tuple[Consumer, ...] = ()
+    # status.allocation.nodeSelector: the nodes the allocated devices can be used on; () when every node.
+    allocation_nodes: tuple[NodeSelectorTerm, ...] = ()
+    # Who made it for which pod: the controlling owner's uid, and the pod's spec.resourceClaims entry it
+    # serves (the resource.kubernetes.io/pod-claim-name annotation the claim controller writes).
+    controller_uid: str = ""
+    pod_claim_name: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp is set
 
 
 @dataclass(frozen=True)
@@ -282,8 +294,12 @@ def parse_resource_claim(obj: Any) -> ResourceClaim:
     spec = _claim_spec(reader, obj.get("spec"), "spec", api_version)
     status = reader.mapping(obj.get("status") or {}, "status")
     allocation = None
+    allocation_nodes: tuple[NodeSelectorTerm, ...] = ()
     if status.get("allocation") is not None:
-        allocation = _allocation(reader, reader.mapping(status["allocation"], "status.allocation"))
+        allocated = reader.mapping(status["allocation"], "status.allocation")
+        allocation = _allocation(reader, allocated)
+        if allocated.get("nodeSelector") is not None:
+            allocation_nodes = _allocation_nodes(reader, allocated["nodeSelector"])
     reserved = tuple(
         _consumer(reader, reader.mapping(entry, f"status.reservedFor[{i}]"), f"status.reservedFor[{i}]")
         for i, entry in enumerate(reader.items(status, "reservedFor", "status"))
@@ -296,6 +312,10 @@ def parse_resource_claim(obj: Any) -> ResourceClaim:
         spec=spec,
         allocation=allocation,
         reserved_for=reserved,
+        allocation_nodes=allocation_nodes,
+        controller_uid=_controller_uid(reader, metadata),
+        pod_claim_name=str((metadata.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION, "")),
+        deleting=metadata.get("deletionTimestamp") is not None,
     )
 
 
@@ -459,6 +479,21 @@ def _allocation(reader: _Reader, allocation: Mapping[str, Any]) -> tuple[Allocat
             )
         )
     return tuple(results)
+
+
+def _allocation_nodes(reader: _Reader, value: Any) -> tuple[NodeSelectorTerm, ...]:
+    try:
+        return node_selector_terms(value, "status.allocation.nodeSelector")
+    except SliceError as error:
+        raise reader.fail("status.allocation.nodeSelector", error.problem) from None
+
+
+def _controller_uid(reader: _Reader, metadata: Mapping[str, Any]) -> str:
+    for index, owner in enumerate(reader.items(metadata, "ownerReferences", "metadata")):
+        entry = reader.mapping(owner, f"metadata.ownerReferences[{index}]")
+        if entry.get("controller") is True:
+            return reader.string(entry, "uid", f"metadata.ownerReferences[{index}]", required=False)
+    return ""
 
 
 def _consumer(reader: _Reader, entry: Mapping[str, Any], path: str) -> Consumer:

@@ -289,6 +289,11 @@ def _node_selection(body: Mapping[str, Any], where: Where) -> NodeSelection:
     )
 
 
+def node_selector_terms(value: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
+    """A decoded ``NodeSelector``'s terms, as a slice or a claim's ``status.allocation`` carries it."""
+    return _node_selector(value, Where("", path))
+
+
 def _node_selector(value: Any, where: Where) -> tuple[NodeSelectorTerm, ...]:
     selector = _mapping(value, where)
     terms = _list(selector.get("nodeSelectorTerms"), where / "nodeSelectorTerms")

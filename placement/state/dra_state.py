@@ -1,0 +1,334 @@
+"""What the service knows of Dynamic Resource Allocation: ResourceSlices, DeviceClasses, ResourceClaims and
+the devices its own reservations hold, with each node's inventory kept while nothing it depends on changes.
+
+The feed writes the objects (decoded by ``placement.core.dra``); the index gives each node's agent topology
+(``set_topology``); reservations ``hold`` the devices they chose until the claims' ``status.allocation``
+shows them (the binder writes it before binding) or the reservation goes. Every method runs under the
+index lock, which the caller passes in.
+
+Per node an ``Inventory`` (``core.dra.search``) is built from the node's devices of complete pools and the
+devices taken among them (by some claim's allocation, or held). It is kept under a key that changes when
+the pools change, when a claim or hold touches a device of that node, or when the node's labels change
+(a pool may select nodes by label): a decision over 1,000 nodes rebuilds only the nodes that changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kubenexus.topology.model import NodeTopology
+from placement.core.dra.best_fit import PreparedNode, prepare_node
+from placement.core.dra.claims import DeviceClass, ResourceClaim
+from placement.core.dra.footprints import footprint
+from placement.core.dra.gpus import dra_gpus
+from placement.core.dra.inferred import gpu_topology
+from placement.core.dra.join import infer_topology
+from placement.core.dra.model import ResourceSlice
+from placement.core.dra.pools import DeviceRef, Pool, PoolDevice, gather_pools, node_devices
+from placement.core.dra.search import Inventory
+
+PodKey = tuple[str, str]
+_CHANGE_LOG = 100_000
+ClaimKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Devices a reservation chose for one claim, not yet in the claim's ``status.allocation``."""
+
+    claim: ClaimKey
+    node: str
+    devices: frozenset[DeviceRef]
+
+
+class DraState:
+    """The DRA objects and holds; read and written under ``lock`` (the index's)."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self.lock = lock
+        self.served = False  # the cluster serves resource.k8s.io: the feed lists its objects
+        self._slices: dict[str, ResourceSlice] = {}
+        self._classes: dict[str, DeviceClass] = {}
+        self._claims: dict[ClaimKey, ResourceClaim] = {}
+        self._owned: dict[tuple[str, str, str], ClaimKey] = {}  # (namespace, owner uid, pod claim) -> claim
+        self._holds: dict[PodKey, tuple[Hold, ...]] = {}
+        self._topologies: dict[str, NodeTopology] = {}
+        self._taken: dict[DeviceRef, int] = {}  # holders (claims' allocations and holds) per device
+        self._pools: tuple[Pool, ...] = ()
+        self._pools_stale = False
+        self._ref_node: dict[DeviceRef, str | None] = {}  # the node of a node-local device; None otherwise
+        self._pools_by_node: dict[str, list[Pool]] = {}  # pools whose every slice names one node
+        self._pools_anywhere: list[Pool] = []  # the others (allNodes, node selectors, per-device selection)
+        self.pools_version = 0
+        self.classes_version = 0
+        self._node_versions: dict[str, int] = {}
+        self.shared_version = 0  # bumped for devices not local to one node
+        # Every node change in order (``changed_since``): kept answers per slot are judged again only there.
+        self._changed: list[str] = []
+        self._prepared: dict[str, tuple[object, PreparedNode]] = {}
+        self._inventories: dict[str, tuple[object, Inventory]] = {}
+        self._inferred: dict[str, tuple[object, NodeTopology | None]] = {}  # GPU topology from the slices
+
+    # --- the feed's writes --------------------------------------------------------------------------------
+
+    def set_slice(self, name: str, resource_slice: ResourceSlice) -> None:
+        with self.lock:
+            if self._slices.get(name) != resource_slice:
+                self._slices[name] = resource_slice
+                self._pools_changed()
+
+    def remove_slice(self, name: str) -> None:
+        with self.lock:
+            if self._slices.pop(name, None) is not None:
+                self._pools_changed()
+
+    def set_class(self, name: str, device_class: DeviceClass) -> None:
+        with self.lock:
+            if self._classes.get(name) != device_class:
+                self._classes[name] = device_class
+                self.classes_version += 1
+
+    def remove_class(self, name: str) -> None:
+        with self.lock:
+            if self._classes.pop(name, None) is not None:
+                self.classes_version += 1
+
+    def set_claim(self, claim: ResourceClaim) -> None:
+        key = (claim.namespace, claim.name)
+        with self.lock:
+            old = self._claims.get(key)
+            if old == claim:
+                return
+            self._forget_claim(key)
+            self._claims[key] = claim
+            if claim.controller_uid and claim.pod_claim_name:
+                self._owned[(claim.namespace, claim.controller_uid, claim.pod_claim_name)] = key
+            if claim.allocation is not None:
+                self._take(d.ref for d in claim.allocation)
+                self._settle_holds(key)
+
+    def remove_claim(self, namespace: str, name: str) -> None:
+        with self.lock:
+            self._forget_claim((namespace, name))
+
+    def set_topology(self, node: str, topology: NodeTopology | None) -> None:
+        """The agent's report of ``node`` (None: gone); best fit reads its NVLink and NUMA layout."""
+        with self.lock:
+            old = self._topologies.pop(node, None)
+            if _devices_of(old) == _devices_of(topology):  # a report of new availability changes no choice:
+                topology = old  # the kept object keeps what is prepared from it
+            else:
+                self._bump_node(node)
+            if topology is not None:
+                self._topologies[node] = topology
+
+    # --- holds -------------------------------------------------------------------------------------------
+
+    def hold(self, pod: PodKey, holds: Iterable[Hold]) -> None:
+        """The devices a reservation of ``pod`` chose, until the claims show them or ``release``."""
+        with self.lock:
+            self.release(pod)
+            kept = tuple(holds)
+            if kept:
+                self._holds[pod] = kept
+                for held in kept:
+                    self._take(held.devices)
+
+    def release(self, pod: PodKey) -> None:
+        with self.lock:
+            for held in self._holds.pop(pod, ()):
+                self._give_back(held.devices)
+
+    def held(self, pod: PodKey) -> tuple[Hold, ...]:
+        with self.lock:
+            return self._holds.get(pod, ())
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    @property
+    def classes(self) -> Mapping[str, DeviceClass]:
+        return self._classes
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self._claims.get((namespace, name))
+
+    def owned_claim(self, namespace: str, owner_uid: str, pod_claim: str) -> ResourceClaim | None:
+        """The claim the claim controller made for ``pod_claim`` of the pod with ``owner_uid``."""
+        key = self._owned.get((namespace, owner_uid, pod_claim))
+        return None if key is None else self._claims.get(key)
+
+    def topology(self, node: str) -> NodeTopology | None:
+        """The agent's topology of ``node`` when it reports GPUs; else what the node's own slices imply
+        (``core.dra.inferred.gpu_topology``), None without either."""
+        reported = self._topologies.get(node)
+        if reported is not None and reported.gpus:
+            return reported
+        with self.lock:
+            self._refresh_pools()
+            key = (self.pools_version, self.shared_version)
+            kept = self._inferred.get(node)
+            if kept is None or kept[0] != key:
+                gpus = dra_gpus(self.inventory(node, {}).devices)
+                inferred = gpu_topology(infer_topology(node, gpus), gpus) if gpus else None
+                kept = self._inferred[node] = (key, inferred)
+            return kept[1]
+
+    def inferred_note(self, node: str) -> str | None:
+        """Why ``node``'s GPU topology is the driver's attributes' reading, when it is."""
+        reported = self._topologies.get(node)
+        if reported is not None and reported.gpus:
+            return None
+        inferred = self.topology(node)
+        return None if inferred is None else inferred.warnings[0].message
+
+    def local_devices(self, node: str) -> bool:
+        """Whether slices naming ``node`` publish devices for it (its own driver runs there)."""
+        with self.lock:
+            self._refresh_pools()
+            return any(pool.devices for pool in self._pools_by_node.get(node, ()))
+
+    def has_devices(self) -> bool:
+        return bool(self._slices)
+
+    def node_key(self, node: str, labels: Mapping[str, str]) -> object:
+        """What ``node``'s inventory depends on: equal keys, equal inventories (and device choices)."""
+        self._refresh_pools()
+        labels_key = tuple(sorted(labels.items()))
+        return (self.pools_version, self.shared_version, self._node_versions.get(node, 0), labels_key)
+
+    def prepared(self, node: str, labels: Mapping[str, str]) -> PreparedNode:
+        """Best fit's view of ``node`` (``best_fit.prepare_node``): its devices joined to its GPU topology,
+        kept while its pools, labels and topology stand, whatever is taken."""
+        with self.lock:
+            inventory = self.inventory(node, labels)
+            topology = self.topology(node)
+            key = (self.pools_version, self.shared_version, tuple(sorted(labels.items())), id(topology))
+            kept = self._prepared.get(node)
+            if kept is None or kept[0] != key or kept[1].refs != tuple(e.ref for e in inventory.devices):
+                kept = self._prepared[node] = (key, prepare_node(inventory.devices, inventory.footprints, topology))
+            return kept[1]
+
+    def inventory(self, node: str, labels: Mapping[str, str]) -> Inventory:
+        """``node``'s candidate devices and the taken ones among them, kept while its key stands."""
+        with self.lock:
+            key = self.node_key(node, labels)
+            kept = self._inventories.get(node)
+            if kept is not None and kept[0] == key:
+                return kept[1]
+            inventory = self._build_inventory(node, labels)
+            self._inventories[node] = (key, inventory)
+            return inventory
+
+    # --- internals ---------------------------------------------------------------------------------------
+
+    def _build_inventory(self, node: str, labels: Mapping[str, str]) -> Inventory:
+        # Only the pools that may serve the node, in the order gather_pools gave (driver, then pool name).
+        pools = sorted((*self._pools_by_node.get(node, ()), *self._pools_anywhere), key=_pool_order)
+        usable = node_devices(pools, node, labels)
+        counter_sets = {(p.driver, p.name): p.counter_sets for p in pools}
+        taken = frozenset(e.ref for e in usable.devices if e.ref in self._taken)
+        footprints = {e.ref: footprint(e, counter_sets[(e.ref.driver, e.ref.pool)]) for e in usable.devices}
+        return Inventory(
+            node_name=node,
+            devices=usable.devices,
+            unusable_pools=usable.unusable_pools,
+            taken=taken,
+            taken_footprints=tuple(footprints[ref] for ref in sorted(taken, key=str)),
+            footprints=footprints,
+        )
+
+    def _pools_changed(self) -> None:
+        self._pools_stale = True
+        self.pools_version += 1
+
+    def _refresh_pools(self) -> None:
+        if not self._pools_stale:
+            return
+        self._pools = gather_pools(self._slices[name] for name in sorted(self._slices))
+        self._ref_node = {e.ref: _local_node(e) for pool in self._pools for e in pool.devices}
+        self._pools_by_node = {}
+        self._pools_anywhere = []
+        for pool in self._pools:
+            nodes = {s.node_selection.node_name for s in pool.slices if not s.per_device_node_selection}
+            if len(nodes) == 1 and None not in nodes and all(not s.per_device_node_selection for s in pool.slices):
+                self._pools_by_node.setdefault(str(nodes.pop()), []).append(pool)
+            else:
+                self._pools_anywhere.append(pool)
+        self._pools_stale = False
+        self._inventories.clear()
+
+    def _forget_claim(self, key: ClaimKey) -> None:
+        old = self._claims.pop(key, None)
+        if old is None:
+            return
+        if old.controller_uid and old.pod_claim_name:
+            self._owned.pop((old.namespace, old.controller_uid, old.pod_claim_name), None)
+        if old.allocation is not None:
+            self._give_back(d.ref for d in old.allocation)
+
+    def _settle_holds(self, claim: ClaimKey) -> None:
+        """The claim's allocation is in the cache: holds for it are no longer needed."""
+        for pod, holds in list(self._holds.items()):
+            rest = tuple(h for h in holds if h.claim != claim)
+            if len(rest) == len(holds):
+                continue
+            for held in holds:
+                if held.claim == claim:
+                    self._give_back(held.devices)
+            if rest:
+                self._holds[pod] = rest
+            else:
+                del self._holds[pod]
+
+    def _take(self, refs: Iterable[DeviceRef]) -> None:
+        for ref in refs:
+            self._taken[ref] = self._taken.get(ref, 0) + 1
+            self._touch(ref)
+
+    def _give_back(self, refs: Iterable[DeviceRef]) -> None:
+        for ref in refs:
+            left = self._taken.get(ref, 0) - 1
+            if left > 0:
+                self._taken[ref] = left
+            else:
+                self._taken.pop(ref, None)
+            self._touch(ref)
+
+    def _touch(self, ref: DeviceRef) -> None:
+        self._refresh_pools()
+        node = self._ref_node.get(ref)
+        if node is None:
+            self.shared_version += 1  # not a node-local device (or not published): every node may see it
+        else:
+            self._bump_node(node)
+
+    def _bump_node(self, node: str) -> None:
+        self._node_versions[node] = self._node_versions.get(node, 0) + 1
+        self._changed.append(node)
+        if len(self._changed) > _CHANGE_LOG:  # forget the log: every kept answer is judged again
+            self._changed.clear()
+            self.shared_version += 1
+
+    @property
+    def change_count(self) -> int:
+        """Where the change log stands (``changed_since`` of it is empty); reset with ``shared_version``."""
+        return len(self._changed)
+
+    def changed_since(self, count: int) -> set[str]:
+        """The nodes whose devices, holds or topology changed after ``change_count`` was ``count``."""
+        return set(self._changed[count:])
+
+
+def _devices_of(topology: NodeTopology | None) -> object:
+    return None if topology is None else (topology.gpus, topology.links)
+
+
+def _pool_order(pool: Pool) -> tuple[str, str]:
+    return (pool.driver, pool.name)
+
+
+def _local_node(entry: PoolDevice) -> str | None:
+    selection = entry.device.node_selection if entry.slice.per_device_node_selection else entry.slice.node_selection
+    return selection.node_name

@@ -1,0 +1,360 @@
+"""A pod's DRA claims judged on the nodes, beside its kube-scheduler constraints: Filter, Score, Reserve.
+
+``PodWithDevices`` wraps the constraint judge (``core.constraints.context.PodInCluster``) for a pod with
+``spec.resourceClaims``, as kube-scheduler's DynamicResources plugin sits in its profile:
+
+* **Filter** (after the constraint plugins, on the nodes still feasible). The pod's claims are looked up
+  (``core.dra.pod_claims``): a claim missing, being deleted or not the pod's refuses every node with
+  upstream's words. A claim already allocated (by us, kube-scheduler or anyone) is kept as it is: only
+  the nodes its ``status.allocation.nodeSelector`` selects pass ("resourceclaim not available on the
+  node"). The unallocated ones must be allocatable together on the node: the stable allocator's first
+  fit (``core.dra.first_fit``) decides, as upstream's Filter does. Refusals say "cannot allocate all
+  claims" with what the selectors keep and what is free; an error (a selector that does not evaluate, an
+  unknown DeviceClass) says what it is.
+* **Score**: our best fit (``core.dra.best_fit``) on each feasible node, with the cell the pod is
+  predicted to land in (the Topology Manager model's landing cell) as the preferred NUMA cell: NVLink,
+  NUMA alignment and fragmentation, normalised to [0, 1], as the ``devices`` component at
+  ``DEVICES_WEIGHT`` (upstream's DynamicResources does not score).
+* **Reserve** (``choose_devices``): best fit on the chosen node with the pod's own claims.
+
+Answers are kept per node under the node's inventory key (``DraState.node_key``), the DeviceClasses'
+version and the claims' requests and constraints (not their names: pods made from one template share
+them), so a decision judges again only the nodes whose devices changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.core.constraints.context import PodInCluster
+from placement.core.constraints.model import Labels
+from placement.core.constraints.verdicts import ConstraintVerdict, FilterStage, Reasons, merge_with_resources
+from placement.core.decision import NodeJudge, NodePlan
+from placement.core.dra.best_fit import BestFit, FitWeights, best_fit
+from placement.core.dra.claims import ResourceClaim
+from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
+from placement.core.dra.model import NodeSelection
+from placement.core.dra.pod_claims import ClaimsUnusable, PodClaims, resolve_pod_claims
+from placement.core.dra.pools import selects_node
+from placement.core.feasibility import FilterResult
+from placement.core.pods import PendingPod
+from placement.core.scoring import Scores, with_constraint_scores
+from placement.core.vocabulary import BoolArray, FloatArray, IntArray, Rejected, RejectionKind
+from placement.state.dra_state import DraState, Hold
+
+# The device choice weighs as much as the topology score (``scoring.TOPOLOGY_WEIGHT``): for a pod whose GPUs
+# come from claims, the NVLink and NUMA quality of its devices is the topology decision.
+DEVICES_WEIGHT = 12
+DEVICES_PLUGIN = "DynamicResources"
+_KEPT_SHAPES = 256  # claims shapes whose answers are kept (each an array per slot)
+_WEIGHTS = FitWeights()
+_TOP_SCORE = _WEIGHTS.links + _WEIGHTS.numa + _WEIGHTS.fragmentation
+# dynamicresources: the Filter's reasons for an allocated claim elsewhere and for claims that do not fit.
+NOT_ON_NODE = Rejected("resourceclaim not available on the node", RejectionKind.NODE_CONSTRAINT)
+CANNOT_ALLOCATE = "cannot allocate all claims"
+_INCLUDED = "(constraints, taints and shared hardware included): "
+
+
+@dataclass
+class _SlotAnswers:
+    """One claims shape's answers per index slot, valid at ``epoch`` and up to the DRA change log's ``stamp``."""
+
+    epoch: object
+    stamp: int
+    fit: npt.NDArray[np.int32]  # -1 not judged yet, 0 the claims fit, k > 0: ``reasons[k - 1]``
+    reasons: list[Rejected] = field(default_factory=list)
+    scores: dict[int, FloatArray] = field(default_factory=dict)  # preferred cell (-1 none) -> score, NaN unknown
+
+    def code(self, refused: Rejected | None) -> int:
+        if refused is None:
+            return 0
+        if refused not in self.reasons:
+            self.reasons.append(refused)
+        return self.reasons.index(refused) + 1
+
+
+class DeviceChoices:
+    """First-fit and best-fit answers, kept per slot for each claims shape; a slot is judged again only when
+    its node's devices, holds, labels or topology changed (``DraState.changed_since``), every slot when the
+    pools, the DeviceClasses, any node's labels or the index's slots changed."""
+
+    def __init__(
+        self,
+        dra: DraState,
+        *,
+        slot_names: Callable[[], tuple[str | None, ...]],
+        slot_of: Callable[[str], int | None],
+        labels_version: Callable[[], int],
+    ) -> None:
+        self.dra = dra
+        self._slot_names = slot_names
+        self._slot_of = slot_of
+        self._labels_version = labels_version
+        self._answers: dict[object, _SlotAnswers] = {}
+
+    def answers(self, claims: tuple[ResourceClaim, ...]) -> _SlotAnswers:
+        """The kept answers for ``claims``' shape, brought up to date (call under the index lock)."""
+        dra = self.dra
+        names = self._slot_names()
+        epoch = (dra.pools_version, dra.shared_version, dra.classes_version, self._labels_version(), names)
+        shape = _shape(claims)
+        kept = self._answers.get(shape)
+        if kept is None or kept.epoch != epoch:
+            if len(self._answers) >= _KEPT_SHAPES:
+                self._answers.clear()
+            kept = self._answers[shape] = _SlotAnswers(epoch, dra.change_count, np.full(len(names), -1, dtype=np.int32))
+            return kept
+        for node in dra.changed_since(kept.stamp):
+            slot = self._slot_of(node)
+            if slot is not None:
+                kept.fit[slot] = -1
+                for scores in kept.scores.values():
+                    scores[slot] = np.nan
+        kept.stamp = dra.change_count
+        return kept
+
+    def first_fit(self, node: str, labels: Labels, claims: tuple[ResourceClaim, ...]) -> Allocation | Unallocatable:
+        return first_fit(claims, classes=self.dra.classes, inventory=self.dra.inventory(node, dict(labels)))
+
+    def best_fit(
+        self, node: str, labels: Labels, claims: tuple[ResourceClaim, ...], preferred: int | None
+    ) -> BestFit | Unallocatable:
+        node_labels = dict(labels)
+        return best_fit(
+            claims,
+            classes=self.dra.classes,
+            inventory=self.dra.inventory(node, node_labels),
+            prepared=self.dra.prepared(node, node_labels),
+            preferred_numa=preferred,
+            weights=_WEIGHTS,
+        )
+
+
+@dataclass(frozen=True)
+class PodWithDevices:
+    """The constraint judge, with the pod's DRA claims judged after it (module docstring)."""
+
+    constraints: PodInCluster
+    pod: PendingPod
+    choices: DeviceChoices
+    node_name: Callable[[int], str | None]
+    node_labels: Callable[[str], Labels]
+    cell_id: Callable[[int, int], int | None]  # (slot, landing cell position) -> NUMA cell id
+    _claims: list[PodClaims | ClaimsUnusable] = field(default_factory=list, compare=False)
+
+    def verdict(self, rows: IntArray) -> ConstraintVerdict:
+        """The constraints' verdict with the claims judged where it passes (what gang planning reads)."""
+        verdict = self.constraints.verdict(rows)
+        passing = verdict.feasible
+        if not passing.any():
+            return verdict
+        reasons = Reasons(len(rows))
+        self._judge_claims(np.asarray(rows, dtype=np.int64), passing, reasons)
+        devices = reasons.verdict(rows)
+        if not devices.messages:
+            return verdict
+        offset = len(verdict.messages)
+        codes = np.where(passing & (devices.reason_codes > 0), devices.reason_codes + offset, verdict.reason_codes)
+        return ConstraintVerdict(
+            verdict.rows,
+            codes.astype(np.int16),
+            verdict.messages + devices.messages,
+            verdict.kinds + devices.kinds,
+            verdict.stages + devices.stages,
+        )
+
+    def claims(self) -> PodClaims:
+        """The pod's claims as the cache holds them now (looked up once per judge). Raises ``ClaimsUnusable``."""
+        if not self._claims:
+            dra = self.choices.dra
+            try:
+                found: PodClaims | ClaimsUnusable = resolve_pod_claims(
+                    self.pod.namespace,
+                    self.pod.name,
+                    self.pod.uid,
+                    self.pod.resource_claims,
+                    claim=dra.claim,
+                    owned_claim=dra.owned_claim,
+                )
+            except ClaimsUnusable as error:
+                found = error
+            self._claims.append(found)
+        answer = self._claims[0]
+        if isinstance(answer, ClaimsUnusable):
+            raise answer
+        return answer
+
+    def filtered(self, resources: FilterResult) -> FilterResult:
+        result = self.constraints.filtered(resources)
+        if not result.feasible.any():
+            return result
+        reasons = Reasons(len(result.rows))
+        self._judge_claims(result.rows, result.feasible, reasons)
+        return merge_with_resources(result, reasons.verdict(result.rows))
+
+    def _judge_claims(self, rows: IntArray, open_rows: BoolArray, reasons: Reasons) -> None:
+        """Give each open row the claims' refusal on its node, if any."""
+        try:
+            claims = self.claims()
+        except ClaimsUnusable as error:
+            reasons.reject(open_rows, Rejected(str(error), RejectionKind.NODE_CONSTRAINT), _STAGE)
+            return
+        if claims.allocated:  # where the claims allocated already can be used: node by node (rare)
+            for position in np.flatnonzero(open_rows).tolist():
+                if not self._allocated_here(int(rows[position]), claims):
+                    reasons.reject(_only(len(rows), position), NOT_ON_NODE, _STAGE)
+        unallocated = claims.unallocated
+        if not unallocated:
+            return
+        answers = self.choices.answers(unallocated)
+        codes = answers.fit[rows]
+        for position in np.flatnonzero(open_rows & (codes < 0)).tolist():
+            slot = int(rows[position])
+            node = self.node_name(slot) or ""
+            fit = self.choices.first_fit(node, self.node_labels(node), unallocated)
+            codes[position] = answers.fit[slot] = answers.code(
+                unallocatable(fit) if isinstance(fit, Unallocatable) else None
+            )
+        for code in np.unique(codes[open_rows & (codes > 0)]).tolist():
+            reasons.reject(open_rows & (codes == code), answers.reasons[code - 1], _STAGE)
+
+    def _allocated_here(self, slot: int, claims: PodClaims) -> bool:
+        node = self.node_name(slot) or ""
+        labels = dict(self.node_labels(node))
+        return all(
+            not claim.allocation_nodes
+            or selects_node(NodeSelection(node_selector=claim.allocation_nodes), node, labels)
+            for claim in claims.allocated
+        )
+
+    def refusal(self, slot: int, claims: PodClaims) -> Rejected | None:
+        """Why the node at ``slot`` cannot take the pod's claims, or None (one node: Reserve, gangs)."""
+        if not self._allocated_here(slot, claims):
+            return NOT_ON_NODE
+        unallocated = claims.unallocated
+        if not unallocated:
+            return None
+        answers = self.choices.answers(unallocated)
+        code = int(answers.fit[slot])
+        if code < 0:
+            node = self.node_name(slot) or ""
+            fit = self.choices.first_fit(node, self.node_labels(node), unallocated)
+            code = answers.fit[slot] = answers.code(unallocatable(fit) if isinstance(fit, Unallocatable) else None)
+        return None if code == 0 else answers.reasons[code - 1]
+
+    def scored(self, scores: Scores) -> Scores:
+        scores = self.constraints.scored(scores)
+        try:
+            unallocated = self.claims().unallocated
+        except ClaimsUnusable:
+            return scores
+        if not unallocated or not len(scores.rows):
+            return scores
+        answers = self.choices.answers(unallocated)
+        preferred = np.array(
+            [
+                self._preferred_cell(slot, landing)
+                for slot, landing in zip(scores.rows.tolist(), scores.landing_cell.tolist(), strict=True)
+            ],
+            dtype=np.int64,
+        )
+        points = np.zeros(len(scores.rows), dtype=np.float64)
+        for cell in np.unique(preferred).tolist():
+            kept = answers.scores.setdefault(cell, np.full(len(answers.fit), np.nan))
+            mine = preferred == cell
+            slots = scores.rows[mine]
+            values = kept[slots]
+            for position in np.flatnonzero(np.isnan(values)).tolist():
+                slot = int(slots[position])
+                node = self.node_name(slot) or ""
+                fit = self.choices.best_fit(node, self.node_labels(node), unallocated, None if cell < 0 else cell)
+                values[position] = kept[slot] = (
+                    100.0 * float(fit.score.total / _TOP_SCORE) if isinstance(fit, BestFit) else 0.0
+                )
+            points[mine] = values
+        return with_constraint_scores(scores, {DEVICES_PLUGIN: points}, {DEVICES_PLUGIN: DEVICES_WEIGHT})
+
+    def _preferred_cell(self, slot: int, landing: int) -> int:
+        """The NUMA cell id the pod is predicted to land in on ``slot``; -1 when it spans the node."""
+        cell = self.cell_id(slot, landing) if landing >= 0 else None
+        return -1 if cell is None else cell
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """A pod's claims on its node: the devices chosen for the unallocated ones (None: none to allocate), and
+    the claims allocated already, kept as they are (the binder only adds the pod to their ``reservedFor``)."""
+
+    fit: BestFit | None
+    kept: tuple[ResourceClaim, ...]
+    note: str | None = None  # the node's GPU topology was inferred from the driver's attributes: says so
+
+
+def choose_devices(judge: NodeJudge, plan: NodePlan) -> DeviceChoice | Rejected | None:
+    """Reserve's device choice on the planned node: best fit for the pod's own unallocated claims, preferring
+    the one NUMA cell the plan puts the pod in; None for a pod without claims."""
+    if not isinstance(judge, PodWithDevices):
+        return None
+    try:
+        claims = judge.claims()
+    except ClaimsUnusable as error:
+        return Rejected(str(error), RejectionKind.NODE_CONSTRAINT)
+    refused = judge.refusal(plan.row, claims)  # an allocated claim elsewhere
+    if refused is not None:
+        return refused
+    if not claims.unallocated:
+        return DeviceChoice(None, claims.allocated)
+    node = judge.node_name(plan.row) or ""
+    preferred = plan.cells[0] if len(plan.cells) == 1 else None
+    fit = judge.choices.best_fit(node, judge.node_labels(node), claims.unallocated, preferred)
+    if isinstance(fit, Unallocatable):
+        return unallocatable(fit)
+    return DeviceChoice(fit, claims.allocated, judge.choices.dra.inferred_note(node))
+
+
+def holds_of(choice: DeviceChoice, node: str) -> list[Hold]:
+    """What a reservation holds for the devices chosen until the claims show them allocated."""
+    if choice.fit is None:
+        return []
+    return [
+        Hold((c.claim.namespace, c.claim.name), node, frozenset(d.device.ref for d in c.devices))
+        for c in choice.fit.allocation.claims
+    ]
+
+
+def unallocatable(fit: Unallocatable) -> Rejected:
+    """The Filter's refusal for claims that cannot be allocated on a node: upstream's words, then why."""
+    if fit.error:
+        return Rejected(fit.reason, RejectionKind.NODE_CONSTRAINT)
+    # why_nothing_fits: "node N: cannot allocate the pod's claims from K devices (...): <per request>"; the
+    # node is the rejection's own, the per-request part is what differs.
+    detail = fit.reason.split(_INCLUDED, 1)[-1]
+    return Rejected(f"{CANNOT_ALLOCATE}: {detail}", RejectionKind.POD_CONSTRAINT)
+
+
+def fit_parts(fit: BestFit) -> Mapping[str, Fraction]:
+    """The parts a best fit scored, for people: NVLink, NUMA alignment, fragmentation (each in [0, 1])."""
+    return {"nvlink": fit.score.links, "numa": fit.score.numa, "fragmentation": fit.score.fragmentation}
+
+
+_STAGE = FilterStage.DYNAMIC_RESOURCES
+
+
+def _points(fit: BestFit | Unallocatable) -> float:
+    """A best fit's score on the plugins' scale (0-100)."""
+    return 100.0 * float(fit.score.total / _TOP_SCORE) if isinstance(fit, BestFit) else 0.0
+
+
+def _only(size: int, position: int) -> BoolArray:
+    mask = np.zeros(size, dtype=np.bool_)
+    mask[position] = True
+    return mask
+
+
+def _shape(claims: tuple[ResourceClaim, ...]) -> tuple[object, ...]:
+    return tuple((claim.spec.requests, claim.spec.constraints) for claim in claims)

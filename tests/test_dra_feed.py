@@ -1,0 +1,215 @@
+"""The DRA feed against kmock's Kubernetes emulator: which version it reads, what it does without DRA, and
+what it keeps when an object cannot be read; and the DRA state the feed writes. Verified against the
+emulator only."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+import yaml
+
+from kubenexus.kube.backoff import Backoff
+from kubenexus.kube.client import KubeClient, connect
+from kubenexus.kube.paths import dra_path
+from placement.cluster.dra_feed import DraFeed
+from placement.cluster.feed import ClusterFeed
+from placement.core.annotations import FIELD_MANAGER
+from placement.core.dra.claims import parse_resource_claim
+from placement.core.dra.pools import DeviceRef
+from placement.core.dra.slices import parse_resource_slice
+from placement.state.cluster_index import ClusterIndex
+from placement.state.dra_state import DraState, Hold
+from placement.state.reservations import Reservations
+from tests.conftest import wait_until
+from tests.dra_cluster import FIXTURES, SLICES, DraEmulator, fixture_slice, gpu_claim
+from tests.shim_cluster import ShimEmulator
+from tests.test_shim_deploy import one
+
+NVSWITCH = "alloc_nvswitch_8gpu.yaml"
+
+
+def _feed(emulator: DraEmulator | ShimEmulator, tmp_path: Path) -> tuple[ClusterFeed, ClusterIndex, KubeClient]:
+    api = connect(str(emulator.write_kubeconfig(tmp_path / "kubeconfig")), field_manager=FIELD_MANAGER)
+    index = ClusterIndex()
+    feed = ClusterFeed(api, index, Reservations(index), watch_timeout_s=1, backoff=Backoff(0.05, 0.1))
+    feed.start()
+    return feed, index, api
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[DraEmulator, ClusterIndex]]:
+    with DraEmulator() as emulator:
+        emulator.put_object(SLICES, fixture_slice(NVSWITCH, "a"))
+        feed, index, api = _feed(emulator, tmp_path)
+        try:
+            assert feed.wait_synced(10)
+            yield emulator, index
+        finally:
+            feed.stop()
+            api.close()
+
+
+def test_a_cluster_without_dra_is_synced_and_has_no_devices(tmp_path: Path) -> None:
+    with ShimEmulator() as emulator:  # serves no resource.k8s.io: its discovery answers 404
+        feed, index, api = _feed(emulator, tmp_path)
+        try:
+            assert feed.wait_synced(10)
+            assert not index.dra.served
+            assert not index.dra.has_devices()
+        finally:
+            feed.stop()
+            api.close()
+
+
+@pytest.mark.slow
+def test_the_feed_reads_v1_slices_and_follows_claims(running: tuple[DraEmulator, ClusterIndex]) -> None:
+    emulator, index = running
+    assert index.dra.served
+    assert [e.device.name for e in index.dra.inventory("a", {}).devices] == [f"gpu-{i}" for i in range(8)]
+    claim = gpu_claim("two", 2)
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "a", "device": name}
+                    for name in ("gpu-0", "gpu-5")
+                ]
+            }
+        }
+    }
+    emulator.put_object(kmock.resource("resource.k8s.io", "v1", "resourceclaims"), claim)
+    wait_until(lambda: index.dra.claim("default", "two") is not None, what="the claim in the cache")
+    assert {ref.device for ref in index.dra.inventory("a", {}).taken} == {"gpu-0", "gpu-5"}
+    emulator.delete_object(kmock.resource("resource.k8s.io", "v1", "resourceclaims"), "two", "default")
+    wait_until(lambda: index.dra.claim("default", "two") is None, what="the claim to go")
+    assert index.dra.inventory("a", {}).taken == frozenset()
+
+
+@pytest.mark.slow
+def test_a_slice_that_cannot_be_read_leaves_what_was_known(running: tuple[DraEmulator, ClusterIndex]) -> None:
+    emulator, index = running
+    broken = fixture_slice(NVSWITCH, "a")
+    broken["spec"]["devices"][1]["attributes"]["uuid"] = {"string": "GPU-1", "int": 1}  # two value types
+    emulator.put_object(SLICES, broken)
+    emulator.put_object(SLICES, fixture_slice(NVSWITCH, "b"))  # an event after it: the broken one was seen
+    wait_until(lambda: len(index.dra.inventory("b", {}).devices) == 8, what="the next slice")
+    assert len(index.dra.inventory("a", {}).devices) == 8
+
+
+@pytest.mark.slow
+def test_a_cluster_serving_only_v1beta1_is_read_in_that_version(tmp_path: Path) -> None:
+    (document,) = yaml.safe_load_all((FIXTURES / "shape_v1beta1.yaml").read_text())
+    document["spec"]["pool"]["resourceSliceCount"] = 1
+    basic = document["spec"]["devices"][0]["basic"]
+    for listed in ("resource.kubernetes.io/numaNode", "example.com/links"):  # list types arrived with 1.36
+        del basic["attributes"][listed]
+    del basic["consumesCounters"]  # its counter set is declared by the fixture's other slice
+    with DraEmulator(version="v1beta1") as emulator:
+        emulator.put_object(kmock.resource("resource.k8s.io", "v1beta1", "resourceslices"), document)
+        feed, index, api = _feed(emulator, tmp_path)
+        try:
+            assert feed.wait_synced(10)
+            (device,) = index.dra.inventory("node-a", {}).devices
+            assert device.slice.api_version == "resource.k8s.io/v1beta1"
+        finally:
+            feed.stop()
+            api.close()
+
+
+def test_discovery_that_fails_is_retried_and_the_feed_is_not_synced_meanwhile() -> None:
+    answers: list[Any] = [OSError("connection refused"), OSError("connection refused"), None]
+
+    class Flaky:
+        def get(self, path: str) -> Any:
+            answer = answers.pop(0)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+
+    stop = threading.Event()
+    feed = DraFeed(Flaky(), DraState(threading.RLock()), stop=stop, watch_timeout_s=1, backoff=Backoff(0.01, 0.02))  # type: ignore[arg-type]
+    assert not feed.synced
+    feed.run()  # 404 on the third call: no DRA
+    assert feed.synced
+    assert answers == []
+
+
+def test_rbac_grants_what_the_dra_feed_and_the_binder_use() -> None:
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in one("ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for plural in ("resourceslices", "deviceclasses", "resourceclaims"):
+        path = dra_path("v1", plural).strip("/").split("/")
+        assert {"list", "watch"} <= granted[(path[1], plural)]
+    assert {"get", "patch"} <= granted[("resource.k8s.io", "resourceclaims")]  # the finalizer
+    assert granted[("resource.k8s.io", "resourceclaims/status")] == {"patch"}  # allocation, reservedFor
+
+
+# --- the state the feed writes ------------------------------------------------------------------------------
+
+
+def _state_with_slice() -> DraState:
+    state = DraState(threading.RLock())
+    state.set_slice("a", parse_resource_slice(fixture_slice(NVSWITCH, "a")))
+    return state
+
+
+def test_a_hold_takes_devices_until_the_claim_shows_them() -> None:
+    state = _state_with_slice()
+    before = state.node_key("a", {})
+    refs = frozenset(DeviceRef("gpu.nvidia.com", "a", f"gpu-{i}") for i in (4, 5))
+    state.hold(("default", "trainer"), [Hold(("default", "two"), "a", refs)])
+    assert state.inventory("a", {}).taken == refs
+    assert state.node_key("a", {}) != before  # kept answers for the node are stale now
+
+    claim = gpu_claim("two", 2)
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "a", "device": ref.device} for ref in refs
+                ]
+            }
+        }
+    }
+    state.set_claim(parse_resource_claim(claim))
+    assert state.held(("default", "trainer")) == ()  # settled: the claim holds them now
+    assert state.inventory("a", {}).taken == refs
+    state.release(("default", "trainer"))
+    assert state.inventory("a", {}).taken == refs  # still the claim's
+    state.remove_claim("default", "two")
+    assert state.inventory("a", {}).taken == frozenset()
+
+
+def test_a_released_hold_frees_its_devices_and_an_unrelated_node_keeps_its_key() -> None:
+    state = _state_with_slice()
+    state.set_slice("b", parse_resource_slice(fixture_slice(NVSWITCH, "b")))
+    key_b = state.node_key("b", {})
+    refs = frozenset({DeviceRef("gpu.nvidia.com", "a", "gpu-0")})
+    state.hold(("default", "p"), [Hold(("default", "c"), "a", refs)])
+    state.release(("default", "p"))
+    assert state.inventory("a", {}).taken == frozenset()
+    assert state.node_key("b", {}) == key_b
+
+
+def test_claims_made_from_templates_are_found_by_owner_and_pod_claim_name() -> None:
+    state = DraState(threading.RLock())
+    claim = copy.deepcopy(gpu_claim("trainer-gpus-x7k2p", 4))
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
+    claim["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "trainer", "uid": "uid-trainer", "controller": True}
+    ]
+    state.set_claim(parse_resource_claim(claim))
+    found = state.owned_claim("default", "uid-trainer", "gpus")
+    assert found is not None
+    assert found.name == "trainer-gpus-x7k2p"
+    assert state.owned_claim("default", "uid-other", "gpus") is None
