@@ -36,6 +36,7 @@ from placement.demo import (
     run_demo,
     schedule_sample_mix,
 )
+from placement.demo.dra import DRA_TAINT, DRA_TOLERATION, dra_node_names
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import CoordinatedGangs
 from placement.service.results import GangState
@@ -46,6 +47,8 @@ from tools.build_demo_machines import MACHINES_DIR, machine_documents, main
 
 GPU_MACHINES = ("hgx-h100", "dgx-a100", "l40s-4x", "a100-pcie-nvbridge")
 FLEET_SIZE = sum(count for _, count in FLEET)
+DRA_NODES = [name for name, _ in dra_node_names()]
+DRA_UNTOLERATED = "node(s) had untolerated taint {gpu.nvidia.com/dra: present}"
 ZONE = "topology.kubernetes.io/zone"
 # The taint GPU node pools carry, and kube-scheduler's words (v1.25 to v1.33) for a node whose taint a pod
 # does not tolerate.
@@ -150,8 +153,9 @@ def test_kubelet_policies_per_machine_type() -> None:
 def test_cluster_builds_without_discovery_shared_data_or_nvml() -> None:
     engine = build_demo_cluster()
     names = engine.index.node_names()
-    assert len(names) == FLEET_SIZE
-    assert Counter(machine_type(n) for n in names) == dict(FLEET)
+    assert len(names) == FLEET_SIZE + len(DRA_NODES)
+    assert Counter(machine_type(n) for n in names) == Counter(dict(FLEET)) + Counter(s for _, s in dra_node_names())
+    assert all(len(engine.index.dra.inventory(n, {}).devices) == 8 for n in DRA_NODES)  # the driver's slices
 
 
 def _facts(engine: PlacementEngine, node: str) -> NodeFacts:
@@ -179,9 +183,11 @@ def test_every_node_carries_the_labels_and_taints_of_a_real_node() -> None:
         assert (facts.unschedulable, facts.ready) == (False, True)
         zones[labels[ZONE]] += 1
     assert zones == {"zone-a": FLEET_SIZE // 2, "zone-b": FLEET_SIZE // 2}  # every machine type in both zones
+    for node in DRA_NODES:  # GPUs from ResourceSlices: the DRA nodes keep device-plugin pods away
+        assert _facts(engine, node).taints == (DRA_TAINT,)
     # The same facts are in the slots the constraint plugins read.
     taints, matrix = engine.index.facts.taint_columns()
-    assert taints == (GPU_TAINT,)
+    assert taints == (GPU_TAINT, DRA_TAINT)
     slots = engine.index.slots([node for node, stem in _fleet_names() if stem in GPU_MACHINES])
     assert int(matrix[:, 0].sum()) == len(slots) == 12
     assert matrix[slots, 0].all()
@@ -215,7 +221,7 @@ def test_this_machine_is_skipped_with_a_note_when_discovery_fails(tmp_path: Path
         discover_this_machine=lambda: discover(HostFS(str(tmp_path / "absent")), nvml=None), out=note
     )
     assert THIS_MACHINE not in engine.index.node_names()
-    assert len(engine.index.node_names()) == FLEET_SIZE
+    assert len(engine.index.node_names()) == FLEET_SIZE + len(DRA_NODES)
     assert "this machine is not in the demo cluster" in note.getvalue()
 
 
@@ -281,6 +287,9 @@ def test_gpu_pods_tolerate_the_gpu_taint_and_others_do_not(
         for pod in result.workload.pods:
             gpus = "nvidia.com/gpu" in pod.containers[0].requests
             expected = gpus and result.workload.key != "untolerated"
+            if pod.resource_claims:  # GPUs from a claim: the DRA nodes' taint instead
+                assert pod.tolerations == (DRA_TOLERATION,), pod.name
+                continue
             assert pod.tolerations == (
                 ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},) if expected else ()
             ), pod.name
@@ -322,6 +331,7 @@ def test_gpu_pod_without_the_toleration_is_refused_by_every_gpu_node(
     names = _fleet_names()
     assert reasons == {
         UNTOLERATED: {n for n, stem in names if stem in GPU_MACHINES},
+        DRA_UNTOLERATED: set(DRA_NODES),
         "Insufficient nvidia.com/gpu": {n for n, stem in names if stem not in GPU_MACHINES},
     }
 
@@ -356,7 +366,8 @@ def test_infeasible_pod_lists_a_reason_for_every_node(decided: tuple[PlacementEn
     result = results["infeasible"]
     assert not result.placed
     assert result.error is None
-    assert sorted(n for group in result.rejected for n in group.nodes) == sorted(n for n, _ in _fleet_names())
+    everyone = [n for n, _ in _fleet_names()] + DRA_NODES
+    assert sorted(n for group in result.rejected for n in group.nodes) == sorted(everyone)
     assert all(group.reason for group in result.rejected)
 
 
@@ -430,7 +441,7 @@ def test_printed_explain_command_tolerates_the_gpu_taint_and_fits() -> None:
     NV12 pair on NUMA 1 of dgx-a100-0 (docs/demo.md), without it the node's taint refuses it."""
     engine = build_demo_cluster()
     schedule_sample_mix(engine)
-    (explain,) = [c for c in grpcurl_commands("127.0.0.1:50051") if c.endswith("/Explain")]
+    (explain,) = [c for c in grpcurl_commands("127.0.0.1:50051") if c.endswith("/Explain") and "dgx-a100-0" in c]
     request = json_format.Parse(shlex.split(explain)[3], pb.ExplainRequest())
     answer = engine.explain(decode_pod(request), request.node)
     assert answer.placement is not None
@@ -441,3 +452,23 @@ def test_printed_explain_command_tolerates_the_gpu_taint_and_fits() -> None:
     assert refused.placement is None
     assert refused.rejection is not None
     assert refused.rejection.reason == UNTOLERATED
+
+
+def test_the_dra_pod_gets_its_devices_and_the_printed_explain_shows_why() -> None:
+    """The sample mix's claim gets 4 NVSwitch-connected GPUs of one DRA node on the cell its CPUs are pinned
+    to; the Explain command the demo prints asks about the other claim and answers with devices and why."""
+    engine = build_demo_cluster()
+    results = {r.workload.key: r for r in schedule_sample_mix(engine)}
+    (placement,) = results["dra-claim"].placements
+    assert placement.node in DRA_NODES
+    (claim,) = placement.claims
+    gpu_cells = {gpu.index: gpu.numa_cell for gpu in engine.node_topology(placement.node).gpus}
+    assert {gpu_cells[int(d.device.removeprefix("gpu-"))] for d in claim.devices} == set(placement.cells)
+    assert len(claim.devices) == 4
+    (explain,) = [c for c in grpcurl_commands("127.0.0.1:50051") if c.endswith("/Explain") and "try-dra" in c]
+    request = json_format.Parse(shlex.split(explain)[3], pb.ExplainRequest())
+    answer = engine.explain(decode_pod(request), request.node)
+    assert answer.placement is not None
+    (explained,) = answer.placement.claims
+    assert (explained.name, len(explained.devices)) == ("try-gpus", 2)
+    assert any(line.startswith("NVLink/NVSwitch connectivity 1.00") for line in explained.why)

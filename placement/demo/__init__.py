@@ -33,8 +33,23 @@ from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, POLICY_KEY
 from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
 from placement.core.constraints.selectors import HOSTNAME_LABEL
+from placement.core.dra.claims import parse_device_class, parse_resource_claim
+from placement.core.dra.pod_claims import PodResourceClaim
+from placement.core.dra.slices import parse_resource_slice
 from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import GPU_RESOURCE, demand_of
+from placement.demo.dra import (
+    DRA_SUFFIX,
+    DRA_TAINT,
+    DRA_TOLERATION,
+    DRIVER,
+    EXPLAIN_CLAIM,
+    TRAIN_CLAIM,
+    dra_node_names,
+    gpu_claim,
+    gpu_device_class,
+    gpu_slice,
+)
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest, PlacementError
 from placement.service.gangs import CoordinatedGangs
@@ -79,8 +94,8 @@ def load_machine(stem: str) -> NodeTopology:
 
 
 def machine_type(node: str) -> str:
-    """The machine type of a demo node: its name less the ``-<n>`` suffix."""
-    return node if node == THIS_MACHINE else node.rsplit("-", 1)[0]
+    """The machine type of a demo node: its name less the ``-<n>`` suffix (and ``-dra`` for a DRA node)."""
+    return node if node == THIS_MACHINE else node.rsplit("-", 1)[0].removesuffix(DRA_SUFFIX)
 
 
 def zone_of(node: str) -> str | None:
@@ -105,16 +120,17 @@ def node_facts(name: str, topology: NodeTopology) -> NodeFacts:
         labels[ZONE_LABEL] = zone
     if topology.gpus:
         labels[GPU_PRESENT_LABEL] = "true"
-    return NodeFacts(name, labels=tuple(sorted(labels.items())), taints=(GPU_TAINT,) if topology.gpus else ())
+    taints = (DRA_TAINT if DRA_SUFFIX in name else GPU_TAINT,) if topology.gpus else ()
+    return NodeFacts(name, labels=tuple(sorted(labels.items())), taints=taints)
 
 
 def demo_nodes() -> list[tuple[str, NodeTopology]]:
-    """The embedded cluster: ``<type>-<n>`` for every machine type of ``FLEET``."""
+    """The embedded cluster: ``<type>-<n>`` for every machine type of ``FLEET``, then the DRA nodes."""
     nodes = []
     for stem, count in FLEET:
         topology = load_machine(stem)
         nodes += [(f"{stem}-{n}", topology) for n in range(count)]
-    return nodes
+    return nodes + [(name, load_machine(stem)) for name, stem in dra_node_names()]
 
 
 def build_demo_cluster(
@@ -145,6 +161,11 @@ def build_demo_cluster(
         index.facts.set_node(facts)
         if isinstance(engine.gangs, CoordinatedGangs):
             engine.gangs.coordinator.observe_node(name, dict(facts.labels), topology)
+        if DRA_SUFFIX in name:  # what the DRA feed reads: the driver's slice for the node
+            index.dra.set_slice(name, parse_resource_slice(gpu_slice(name, topology)))
+    index.dra.set_class(DRIVER, parse_device_class(gpu_device_class()))
+    for claim, count in (TRAIN_CLAIM, EXPLAIN_CLAIM):
+        index.dra.set_claim(parse_resource_claim(gpu_claim(NAMESPACE, claim, count)))
     return engine
 
 
@@ -198,8 +219,10 @@ def demo_pod(
     group: tuple[str, int] | None = None,
     node_selector: Mapping[str, str] | None = None,
     tolerate_gpu_taint: bool = True,
+    claim: str | None = None,
 ) -> PodSpec:
-    """A demo pod; one asking for GPUs tolerates ``GPU_TAINT`` unless ``tolerate_gpu_taint`` is False."""
+    """A demo pod; one asking for GPUs tolerates ``GPU_TAINT`` unless ``tolerate_gpu_taint`` is False. With
+    ``claim`` its GPUs come from that ResourceClaim (DRA), and it tolerates the DRA nodes' taint instead."""
     requests = {"cpu": cpu, "memory": memory}
     if gpus:
         requests[GPU_RESOURCE] = str(gpus)
@@ -215,7 +238,9 @@ def demo_pod(
         labels={} if group is None else {GROUP_NAME_KEY: group[0], MIN_AVAILABLE_KEY: str(group[1])},
         annotations={} if policy is None else {POLICY_KEY: policy},
         node_selector={} if node_selector is None else dict(node_selector),
-        tolerations=(GPU_TOLERATION,) if gpus and tolerate_gpu_taint else (),
+        tolerations=(DRA_TOLERATION,) if claim else (GPU_TOLERATION,) if gpus and tolerate_gpu_taint else (),
+        resource_claims=() if claim is None else (PodResourceClaim("gpus", claim_name=claim),),
+        uid=f"demo-{name}",
     )
 
 
@@ -266,6 +291,13 @@ def sample_mix() -> tuple[Workload, ...]:
                 ),
             ),
             gang_min_member=7,
+        ),
+        Workload(
+            "dra-claim",
+            "4-GPU ResourceClaim on a DRA node",
+            "NVIDIA's DRA driver publishes the GPUs; the service picks node and devices together: "
+            "NVSwitch-connected, on the NUMA cell the kubelet will pin the pod's CPUs to",
+            (demo_pod("dra-train-0", cpu="16", memory="64Gi", claim=TRAIN_CLAIM[0]),),
         ),
         Workload(
             "zone-pinned",
@@ -480,7 +512,13 @@ def print_result(number: int, result: Result, out: TextIO) -> None:
         policy = result.policies.get(placement.node, "none")
         print(f"    node     {placement.node}  ({machine_type(placement.node)}, kubelet {policy})", file=out)
         print(f"    NUMA     {_cells(placement, policy)}", file=out)
-        print(f"    GPUs     {_gpus(result, placement)}", file=out)
+        if placement.claims:
+            for claim in placement.claims:
+                devices = ",".join(d.device for d in claim.devices)
+                print(f"    claim    {claim.namespace}/{claim.name}: devices {devices} ({DRIVER})", file=out)
+                print(f"             {'; '.join(claim.why)}", file=out)
+        else:
+            print(f"    GPUs     {_gpus(result, placement)}", file=out)
         print(f"    score    {_breakdown(placement)}", file=out)
     _print_rejections(result.rejected, out)
 
@@ -543,26 +581,34 @@ def grpcurl_commands(listen_address: str) -> list[str]:
         '"containers":[{"name":"main","requests":{"cpu":"8","memory":"32Gi","nvidia.com/gpu":"2"},'
         '"limits":{"cpu":"8","memory":"32Gi","nvidia.com/gpu":"2"}}]}}'
     )
+    explain_claim = (
+        '{"node":"hgx-h100-dra-1","pod":{"namespace":"demo","name":"try-dra","uid":"try-dra",'
+        f'"resourceClaims":[{{"name":"gpus","resourceClaimName":"{EXPLAIN_CLAIM[0]}"}}],'
+        f'"tolerations":[{{"key":"{DRA_TAINT.key}","operator":"Exists","effect":"NoSchedule"}}],'
+        '"containers":[{"name":"main","requests":{"cpu":"8","memory":"32Gi"},"limits":{"cpu":"8","memory":"32Gi"}}]}}'
+    )
     return [
         f"grpcurl -plaintext {address} list",
         f"grpcurl -plaintext {address} grpc.health.v1.Health/Check",
         f"grpcurl -plaintext {address} {SERVICE}/ListNodes",
         f'grpcurl -plaintext -d \'{{"node":"hgx-h100-0"}}\' {address} {SERVICE}/GetNodeTopology',
         f"grpcurl -plaintext -d '{explain}' {address} {SERVICE}/Explain",
+        f"grpcurl -plaintext -d '{explain_claim}' {address} {SERVICE}/Explain",
     ]
 
 
 def run_demo(engine: PlacementEngine, *, out: TextIO, listen_address: str = DEFAULT_LISTEN_ADDRESS) -> None:
     """Schedule the sample mix on ``engine``, print every decision, then the grpcurl commands to try."""
     names = engine.index.node_names()
-    counts = Counter(machine_type(n) for n in names)
+    counts = Counter(machine_type(n) + (" (DRA)" if DRA_SUFFIX in n else "") for n in names)
     fleet = ", ".join(f"{count} x {stem}" for stem, count in counts.items())
     print(f"KubeNexus placement demo: {len(names)} nodes ({fleet})", file=out)
     print(
         f"Node labels as in a cluster: {HOSTNAME_LABEL}, {OS_LABEL}, {ARCH_LABEL}, {INSTANCE_TYPE_LABEL} (the "
         f"machine type), {ZONE_LABEL} ({' and '.join(ZONES)}: even and odd node numbers); GPU nodes also "
         f"{GPU_PRESENT_LABEL}=true and the taint {GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}, which "
-        "the GPU pods below tolerate.",
+        "the GPU pods below tolerate. The DRA nodes publish their GPUs as ResourceSlices (NVIDIA's DRA driver) "
+        f"and carry {DRA_TAINT.key}={DRA_TAINT.value}:{DRA_TAINT.effect} instead: only pods with claims go there.",
         file=out,
     )
     print("Each block is one decision, taken in order; each sees what the earlier ones placed.", file=out)
