@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from kubenexus.topology.model import NodeTopology
 from placement.api.access import DEFAULT_WRITER
 from placement.api.metrics import PlacementMetrics
 from placement.api.server import PlacementServer, ServerOptions, TlsFiles
+from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
 from placement.demo import build_demo_cluster, run_demo
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import CoordinatedGangs
@@ -41,6 +43,9 @@ log = logging.getLogger("kubenexus.placement")
 
 _DISCOVERY_TIMEOUT_S = 60.0
 _TICK_S = 1.0  # gang permit timeouts are seconds long (default 10 s)
+
+
+_DRIVER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class UsageError(Exception):
@@ -106,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_MEMBERS,
         metavar="N",
         help="refuse a pod group of more members (default: %(default)s, planned in ~0.1 s over 1,000 nodes)",
+    )
+    serve.add_argument(
+        "--dra-gpu-drivers",
+        default=",".join(NVIDIA_GPU_DRIVERS),
+        metavar="NAME[,NAME...]",
+        help="DRA drivers whose devices are GPUs, joined to the agent's topology and scored by NVLink and NUMA "
+        "(default: %(default)s); other drivers' devices are allocated without topology",
     )
     serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -215,6 +227,18 @@ async def _tick_forever(engine: PlacementEngine) -> None:
             log.exception("gang tick failed")
 
 
+def gpu_drivers(text: str) -> tuple[str, ...]:
+    """``--dra-gpu-drivers``: DRA driver names (DNS subdomains, as the API server requires of a driver)."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    bad = [name for name in names if len(name) > 63 or not _DRIVER_NAME.fullmatch(name)]
+    if not names or bad:
+        raise UsageError(
+            f"--dra-gpu-drivers {text!r}: each name must be a DNS subdomain of at most 63 characters "
+            "(e.g. gpu.nvidia.com)"
+        )
+    return names
+
+
 def _nothing() -> None:
     return None
 
@@ -255,11 +279,12 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         gang_config = GangConfig(max_members=args.max_gang_members)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    drivers = gpu_drivers(args.dra_gpu_drivers)
     try:
         api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
     except ApiUnavailable as error:
         raise StartError(str(error)) from None
-    index = ClusterIndex()
+    index = ClusterIndex(gpu_drivers=drivers)
     reservations = Reservations(index)
     gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config))
     feed = ClusterFeed(

@@ -5,6 +5,8 @@ emulator only."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from placement.core.annotations import FIELD_MANAGER
 from placement.core.dra.claims import parse_resource_claim
 from placement.core.dra.pools import DeviceRef
 from placement.core.dra.slices import parse_resource_slice
+from placement.main import UsageError, gpu_drivers
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_state import DraState, Hold
 from placement.state.reservations import Reservations
@@ -213,3 +216,21 @@ def test_claims_made_from_templates_are_found_by_owner_and_pod_claim_name() -> N
     assert found is not None
     assert found.name == "trainer-gpus-x7k2p"
     assert state.owned_claim("default", "uid-other", "gpus") is None
+
+
+def test_the_gpu_drivers_flag_is_checked_and_reaches_the_dra_state() -> None:
+    assert gpu_drivers("gpu.nvidia.com, gpu.example.com") == ("gpu.nvidia.com", "gpu.example.com")
+    for bad in ("", "GPU.nvidia.com", "gpu_nvidia", "a" * 64):
+        with pytest.raises(UsageError, match="--dra-gpu-drivers"):
+            gpu_drivers(bad)
+    assert ClusterIndex(gpu_drivers=("gpu.example.com",)).dra.gpu_drivers == ("gpu.example.com",)
+    done = subprocess.run(
+        [sys.executable, "-m", "placement.main", "serve", "--kubeconfig", "/nonexistent", "--dra-gpu-drivers", "GPU"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--dra-gpu-drivers 'GPU': each name must be a DNS subdomain" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -50,6 +50,7 @@ from placement.core.charging import charge_cells, charge_node
 from placement.core.constraints.cache import ConstraintCache
 from placement.core.constraints.context import PodInCluster
 from placement.core.constraints.model import Labels
+from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
 from placement.core.feasibility import memory_groups
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.core.pods import PendingPod, PodUsage
@@ -139,7 +140,13 @@ class _Node:
 class ClusterIndex:
     """Per-node NUMA arrays for vectorised filtering and scoring; see the module docstring."""
 
-    def __init__(self, *, initial_capacity: int = 64, workload: WorkloadModel | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        initial_capacity: int = 64,
+        workload: WorkloadModel | None = None,
+        gpu_drivers: Sequence[str] = NVIDIA_GPU_DRIVERS,
+    ) -> None:
         self.lock = threading.RLock()
         # Bumped by every change to nodes or pods: a verdict computed at one count holds while it stands.
         self.changes = 0
@@ -163,7 +170,7 @@ class ClusterIndex:
         self.facts = SchedulingFacts(self.lock)
         self._constraint_cache = ConstraintCache()
         # DRA: ResourceSlices, DeviceClasses, ResourceClaims and held devices, and the device choices kept.
-        self.dra = DraState(self.lock)
+        self.dra = DraState(self.lock, gpu_drivers=gpu_drivers)
         self.device_choices = DeviceChoices(
             self.dra, slot_names=self.slot_names, slot_of=self.slot_of, labels_version=self._labels_version
         )

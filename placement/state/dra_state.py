@@ -15,14 +15,14 @@ the pools change, when a claim or hold touches a device of that node, or when th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.dra.best_fit import PreparedNode, prepare_node
 from placement.core.dra.claims import DeviceClass, ResourceClaim
 from placement.core.dra.footprints import footprint
-from placement.core.dra.gpus import dra_gpus
+from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, dra_gpus
 from placement.core.dra.inferred import gpu_topology
 from placement.core.dra.join import infer_topology
 from placement.core.dra.model import ResourceSlice
@@ -46,8 +46,10 @@ class Hold:
 class DraState:
     """The DRA objects and holds; read and written under ``lock`` (the index's)."""
 
-    def __init__(self, lock: threading.RLock) -> None:
+    def __init__(self, lock: threading.RLock, *, gpu_drivers: Sequence[str] = NVIDIA_GPU_DRIVERS) -> None:
         self.lock = lock
+        # The drivers whose devices are GPUs: joined to the agent's topology, scored by NVLink and NUMA.
+        self.gpu_drivers = tuple(gpu_drivers)
         self.served = False  # the cluster serves resource.k8s.io: the feed lists its objects
         self._slices: dict[str, ResourceSlice] = {}
         self._classes: dict[str, DeviceClass] = {}
@@ -170,7 +172,7 @@ class DraState:
             key = (self.pools_version, self.shared_version)
             kept = self._inferred.get(node)
             if kept is None or kept[0] != key:
-                gpus = dra_gpus(self.inventory(node, {}).devices)
+                gpus = dra_gpus(self.inventory(node, {}).devices, drivers=self.gpu_drivers)
                 inferred = gpu_topology(infer_topology(node, gpus), gpus) if gpus else None
                 kept = self._inferred[node] = (key, inferred)
             return kept[1]
@@ -207,7 +209,8 @@ class DraState:
             key = (self.pools_version, self.shared_version, tuple(sorted(labels.items())), id(topology))
             kept = self._prepared.get(node)
             if kept is None or kept[0] != key or kept[1].refs != tuple(e.ref for e in inventory.devices):
-                kept = self._prepared[node] = (key, prepare_node(inventory.devices, inventory.footprints, topology))
+                prepared = prepare_node(inventory.devices, inventory.footprints, topology, drivers=self.gpu_drivers)
+                kept = self._prepared[node] = (key, prepared)
             return kept[1]
 
     def inventory(self, node: str, labels: Mapping[str, str]) -> Inventory:
@@ -229,7 +232,10 @@ class DraState:
         usable = node_devices(pools, node, labels)
         counter_sets = {(p.driver, p.name): p.counter_sets for p in pools}
         taken = frozenset(e.ref for e in usable.devices if e.ref in self._taken)
-        footprints = {e.ref: footprint(e, counter_sets[(e.ref.driver, e.ref.pool)]) for e in usable.devices}
+        footprints = {
+            e.ref: footprint(e, counter_sets[(e.ref.driver, e.ref.pool)], gpu_drivers=self.gpu_drivers)
+            for e in usable.devices
+        }
         return Inventory(
             node_name=node,
             devices=usable.devices,
