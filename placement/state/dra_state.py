@@ -125,6 +125,9 @@ class DraState:
                 self._bump_node(node)
             if topology is not None:
                 self._topologies[node] = topology
+            else:  # the node left the index: what was kept for it goes too
+                for kept in (self._inventories, self._prepared, self._inferred):
+                    kept.pop(node, None)
 
     # --- holds -------------------------------------------------------------------------------------------
 
