@@ -30,7 +30,7 @@ import numpy as np
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
-from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, nic_local_gpus, plan_gang
+from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
 from placement.core.podgroup import SpreadPolicy
 from placement.core.vocabulary import IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
@@ -45,7 +45,7 @@ NAIVE_TRIES = 16  # ranked nodes the naive way checks exactly per member, as Res
 GpusOf = Callable[[int], NodeGpus | None]
 
 
-def machines() -> list[tuple[NodeTopology, frozenset[int]]]:
+def machines() -> list[NodeTopology]:
     kinds = [
         nvswitch_node(cells=2),
         nvswitch_node(cells=4, settings=kubelet("restricted", "pod", memory=True)),
@@ -53,30 +53,27 @@ def machines() -> list[tuple[NodeTopology, frozenset[int]]]:
         nvswitch_node(cells=2),
         cpu_node(),
     ]
-    return [(kind, nic_local_gpus(kind)) for kind in kinds]
+    return kinds
 
 
 @dataclass
 class Cluster:
     index: ClusterIndex
     locality: Locality
-    nic_local: dict[int, frozenset[int]]
 
     def gpus(self, row: int) -> NodeGpus | None:
         shape = self.index.gpu_shape(row)
-        return None if shape is None else NodeGpus(shape.table, shape.healthy, self.nic_local.get(row, frozenset()))
+        return None if shape is None else NodeGpus(shape.table, shape.healthy)
 
 
 def build() -> Cluster:
     kinds = machines()
     index = ClusterIndex(initial_capacity=NODES)
     labels: list[dict[str, str]] = []
-    nic_local: dict[int, frozenset[int]] = {}
     for n in range(NODES):
-        topology, near = kinds[n % len(kinds)]
+        topology = kinds[n % len(kinds)]
         name = f"node-{n:04d}"
         index.upsert_topology(name, topology)
-        nic_local[index.slot_of(name) or 0] = near
         node_labels = {"zone": f"z{n * 4 // NODES}", "rack": f"r{n // 20}"}
         if topology.gpus and n % 3 == 0:
             node_labels["clique"] = f"c{n // 54}"
@@ -90,7 +87,7 @@ def build() -> Cluster:
                 slots[index.slot_of(f"node-{n:04d}") or 0] = codes.setdefault(key + node_labels[key], len(codes))
         return slots
 
-    return Cluster(index, Locality(zone=level("zone"), rack=level("rack"), clique=level("clique")), nic_local)
+    return Cluster(index, Locality(zone=level("zone"), rack=level("rack"), clique=level("clique")))
 
 
 def fragment(cluster: Cluster, used_share: float, rng: random.Random) -> tuple[NodeArrays, GpusOf]:

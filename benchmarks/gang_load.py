@@ -73,7 +73,7 @@ def build(seed: int = 7) -> tuple[ClusterIndex, dict[str, dict[str, str]]]:
     index = ClusterIndex(initial_capacity=NODES)
     labels: dict[str, dict[str, str]] = {}
     for n in range(NODES):
-        topology, _ = kinds[n % len(kinds)]
+        topology = kinds[n % len(kinds)]
         name = f"node-{n:04d}"
         index.upsert_topology(name, topology)
         labels[name] = {DEFAULT_ZONE_KEY: f"z{n * 4 // NODES}", DEFAULT_RACK_KEY: f"r{n // 20}"}

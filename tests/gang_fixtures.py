@@ -1,7 +1,7 @@
 """Clusters, member pods and invariant checks shared by the gang tests and the gang benchmark.
 
-The machines come from the catalogue, ``tests.machines``; a member that asks for ``RDMA`` wants the
-NICs of its node (``pcie_node`` offers them).
+The machines come from the catalogue, ``tests.machines``; a member may also ask for ``RDMA`` NICs
+(``pcie_node`` offers them).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SPREAD_KEY
 from placement.core.feasibility import node_resources
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, nic_local_gpus, plan_gang
+from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, plan_gang
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, Pod, QOSClass, admit
@@ -97,13 +97,9 @@ class Cluster:
 
         def gpus(row: int) -> NodeGpus | None:
             shape = index.gpu_shape(row)
-            topology = self.topologies[index.name_of(row) or ""]
-            return None if shape is None else NodeGpus(shape.table, shape.healthy, nic_local_gpus(topology))
+            return None if shape is None else NodeGpus(shape.table, shape.healthy)
 
-        planned = [
-            GangMember(m.key, demand_of(m.pod), wants_nic=any(n == RDMA for n, _ in m.pod.containers[0].devices))
-            for m in members
-        ]
+        planned = [GangMember(m.key, demand_of(m.pod)) for m in members]
         return plan_gang(index.arrays(), index.slots(), planned, gpus=gpus, policy=policy, locality=locality)
 
     def pods(self) -> list[tuple[PodUsage, bool]]:

@@ -1,14 +1,20 @@
 """The GPUs the kubelet hands a device-plugin pod, as the placement service predicts them
-(``placement.core.nvidia_device_plugin``, wired into ``plan_on_node``): what it reserves, annotates and
-charges is the device manager's and NVIDIA's plugin's choice, not ours."""
+(``placement.core.nvidia_device_plugin``, wired into ``plan_on_node``, which plans pods alone and gang
+members): what it reserves, annotates and charges is the device manager's and NVIDIA's plugin's choice,
+not ours."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from kubenexus.topology.model import DeviceLink, Gpu, NodeTopology, PathKind
 from placement.core.device_manager import PreferredAllocationError
+from placement.core.gang import GangMember, GangPlan, NodeGpus, Workspace
 from placement.core.gpu_sets import build_gpu_link_table, choose_gpu_set
 from placement.core.gpuallocator import PairScores
 from placement.core.intent import NumaIntentPolicy, PodIntent
@@ -17,8 +23,10 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, NumaMask, Pod, QOSClass
 from placement.core.vocabulary import RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
+from placement.state.gangs import GangPlacement
 from placement.state.reservations import Reservations
 from tests.discovered_topologies import nvml_machine_topology
+from tests.gang_fixtures import Cluster, member
 from tests.machines.gpu_hardware import DGX_A100
 from tests.machines.node_topologies import GIB, kubelet, nvswitch_node, pcie_node, with_usage
 
@@ -31,7 +39,36 @@ def _pod(cpus: int, gpus: int) -> Pod:
 
 
 def _hold(index: ClusterIndex, node: str, gpus: tuple[int, ...], cells: tuple[int, ...]) -> None:
-    index.upsert_pod(PodUsage("ns", "held", node, demand_of(_pod(1, len(gpus))), cells=cells, gpus=gpus))
+    index.upsert_pod(PodUsage("ns", f"held-{node}", node, demand_of(_pod(1, len(gpus))), cells=cells, gpus=gpus))
+
+
+def _free_gpus(index: ClusterIndex) -> Callable[[int], NodeGpus | None]:
+    """Each node's GPUs as the gang coordinator hands them to the planner: the healthy ones no pod holds."""
+
+    def gpus(row: int) -> NodeGpus | None:
+        shape = index.gpu_shape(row)
+        return None if shape is None else NodeGpus(shape.table, shape.healthy - index.busy_gpus(row))
+
+    return gpus
+
+
+def _pcie_tree_16() -> NodeTopology:
+    """16 PCIe GPUs, 8 a socket, NVLink-bridged pairs on leaf switches (as ``benchmarks.gpu_sets``), policy
+    none: go-gpuallocator's search for 5 of them runs past ``gpuallocator.SEARCH_LIMIT``."""
+    base = pcie_node(policy="none")
+
+    def link(a: int, b: int) -> DeviceLink:
+        if a // 2 == b // 2:
+            return DeviceLink(f"GPU{a}", f"GPU{b}", PathKind.NVLINK, 12)
+        path = PathKind.PXB if a // 4 == b // 4 else PathKind.NODE if a // 8 == b // 8 else PathKind.SYS
+        return DeviceLink(f"GPU{a}", f"GPU{b}", path)
+
+    gpus = tuple(
+        Gpu(index=i, pci_bus_id=f"synthetic:GPU{i}", numa_node=i // 8, cpu_affinity=base.numa_cells[i // 8].cpus)
+        for i in range(16)
+    )
+    links = tuple(link(a, b) for a in range(16) for b in range(a + 1, 16))
+    return replace(base, gpus=gpus, links=links, nics=(), zone_resources=())
 
 
 def test_the_plugin_fails_where_its_best_set_holds_padding() -> None:
@@ -96,3 +133,70 @@ def test_a_single_numa_intent_counts_the_cell_of_the_gpus_the_kubelet_gives() ->
     # The CPUs land in cell 1 (cell 0 is full), the plugin gives GPU 0 in cell 0: two cells.
     assert decision.node is None
     assert decision.reasons()["gpu-0"] == "intent single-numa: the kubelet would use NUMA cells [0, 1]"
+
+
+def test_gang_members_get_the_gpus_the_kubelet_gives_not_the_ones_we_would_choose() -> None:
+    cluster = Cluster({"pcie": pcie_node()})  # single-numa-node; bridges 0-2, 1-3, 4-5, 6-7
+    _hold(cluster.index, "pcie", (0,), (0,))
+    for i in range(2):
+        cluster.gangs.add_member(member(f"w{i}", "g", 2, gpus=1, cpus=4))
+    placement = cluster.gangs.place("ns", "g")
+    assert isinstance(placement, GangPlacement), placement
+    # Both pinned to cell 0; the plugin takes the first GPU offered each time: GPU1, then GPU2. Our
+    # criterion would spare the 1-3 bridge and take GPU2 first.
+    assert [(p.cells, p.gpus) for p in placement.members] == [((0,), (1,)), ((0,), (2,))]
+    shape = cluster.index.gpu_shape(cluster.index.slot_of("pcie") or 0)
+    assert shape is not None
+    assert choose_gpu_set(shape.table, shape.healthy - {0}, 1, numa_preference=frozenset({0})).gpus == (2,)  # type: ignore[union-attr]
+    assert kubelet_gpus(shape.table, shape.healthy - {0}, _pod(4, 1), {"c": NumaMask.of(0)}) == (1,)
+    assert cluster.index.busy_gpus(cluster.index.slot_of("pcie") or 0) == {0, 1, 2}
+
+
+def test_a_node_where_the_plugin_would_panic_takes_no_gang_member() -> None:
+    cluster = Cluster({"pcie": pcie_node(policy="none"), "h100": nvswitch_node(settings=kubelet("none", "pod"))})
+    _hold(cluster.index, "pcie", (2, 3, 7), (0, 1))
+    index = cluster.index
+    slot = index.slot_of("pcie")
+    assert slot is not None
+    # Free 0, 1, 4, 5, 6, no hint: the best partition's best set is the 4-5 bridge and a padding slot.
+    refused = Workspace(index.arrays(), _free_gpus(index)).place(GangMember(("ns", "w"), demand_of(_pod(4, 3))), slot)
+    assert refused == (
+        "kubelet UnexpectedAdmissionError: Allocate failed due to device plugin GetPreferredAllocation rpc failed "
+        f"with err: {PANIC}, which is unexpected"
+    )
+    cluster.gangs.add_member(member("w", "g", 1, gpus=3, cpus=4))
+    placement = cluster.gangs.place("ns", "g")
+    assert isinstance(placement, GangPlacement), placement
+    assert [p.node for p in placement.members] == ["h100"]
+
+
+def test_a_gang_member_whose_gpus_the_plugin_search_cannot_answer_is_charged_by_count() -> None:
+    cluster = Cluster({"pcie16": _pcie_tree_16()})
+    index = cluster.index
+    before = index.arrays()
+    plan = cluster.plan([member("w", "g", 1, gpus=5, cpus=4)])
+    assert isinstance(plan, GangPlan), plan
+    (step,) = plan.members
+    assert (step.cells, step.gpus) == ((0,), ())  # the CPUs' landing cell; the GPUs unpredicted
+    workspace = Workspace(before, _free_gpus(index))
+    again = workspace.place(GangMember(("ns", "w"), demand_of(_pod(4, 5))), step.row)
+    assert not isinstance(again, str)
+    # The same pod placed alone: no GPUs predicted either, and the same charges (five GPUs on cell 0).
+    decision = Reservations(index).decide(PendingPod("ns", "w", _pod(4, 5)))
+    assert (decision.node, decision.cells, decision.gpus) == ("pcie16", (0,), ())
+    after = index.arrays()
+    assert np.array_equal(workspace.arrays.cell_free[:, step.row], after.cell_free[:, step.row])
+    gpu = after.column("nvidia.com/gpu")
+    assert gpu is not None
+    assert (after.cell_total[gpu, step.row] - after.cell_free[gpu, step.row]).tolist()[:2] == [5, 0]
+
+
+def test_the_planners_memo_tells_identical_nodes_apart_by_their_free_gpus() -> None:
+    cluster = Cluster({"a": pcie_node(), "b": pcie_node()})
+    index = cluster.index
+    _hold(index, "a", (0,), (0,))
+    _hold(index, "b", (1,), (0,))
+    workspace = Workspace(index.arrays(), _free_gpus(index))
+    # Equal arrays (one GPU held on cell 0 of each), other free GPUs: the kubelet gives each its first free one.
+    given = [workspace.place(GangMember(("ns", n), demand_of(_pod(4, 1))), index.slot_of(n) or 0) for n in "ab"]
+    assert [p.gpus for p in given if not isinstance(p, str)] == [(1,), (0,)]

@@ -1,22 +1,25 @@
 """The gang planner, pure: every member of a pod group planned at once against one snapshot, or why not.
 
 Input: the cluster arrays (``NodeArrays``, one snapshot), the candidate rows, the members (demand,
-intent, whether they want an RDMA NIC), the spread policy, the nodes' network locality (zone, rack and
-NVLink fabric clique as small integer codes) and each node's GPUs. Output: a ``GangPlan`` giving every
-member a node, the NUMA cells its kubelet will pin it to (or our prediction where it pins nothing) and a
-GPU set, or a ``GangUnplaceable`` saying why not. Nothing is reserved here; ``placement.state.gangs``
-reserves a plan all at once.
+intent), the spread policy, the nodes' network locality (zone, rack and NVLink fabric clique as small
+integer codes) and each node's GPUs. Output: a ``GangPlan`` giving every member a node, the NUMA cells
+its kubelet will pin it to (or our prediction where it pins nothing) and the GPUs its kubelet is
+predicted to give it, or a ``GangUnplaceable`` saying why not. Nothing is reserved here;
+``placement.state.gangs`` reserves a plan all at once.
 
 Members see each other: the planner works on a private copy of the free arrays (``Workspace``) and
 charges each member there exactly as ``ClusterIndex`` charges a reservation (exclusive CPUs, a
 Guaranteed pod's memory and hugepages on its cells, GPUs on their own cells, node-level requests), so the
 next member on the same node is checked by the exact kubelet model (``decision.plan_on_node``) against
 what is really left. A member is only ever planned where the vectorised admission and the exact model
-both admit it, so no member is sent into a TopologyAffinityError.
+both admit it, so no member is sent into a TopologyAffinityError. Its GPUs are ``plan_on_node``'s too:
+those the kubelet's device manager hands out, asking NVIDIA's device plugin (``nvidia_device_plugin``),
+out of the free GPUs the members before it left; a node where that allocation would fail does not take
+the member.
 
 Rules (docs/gang.md):
 
-* Members with the same demand, intent and NIC wish form a shape; the largest shapes are placed first
+* Members with the same demand and intent form a shape; the largest shapes are placed first
   (largest first packs best), each over the nodes the gang already uses before new ones.
 * ``packed``: fewest nodes. A node's room for a shape is bounded from above by the free amounts
   (``member_capacity``: per cell on single-numa-node nodes, per node elsewhere); k* = the fewest nodes
@@ -29,8 +32,8 @@ Rules (docs/gang.md):
 * ``balanced``: the fewest nodes as for ``packed``, members dealt out one at a time to the node of
   those holding the fewest, and within a node to the NUMA cell holding the fewest (where the kubelet pins
   a member, its choice stands).
-* Members that request an RDMA NIC get GPUs that share a PCIe switch (PIX/PXB) with a NIC when such a
-  set exists on the node (``NodeGpus.nic_local``).
+* GPUs are the kubelet's, not ours to prefer: neither its device manager nor NVIDIA's plugin knows
+  NICs, so a member asking for an RDMA NIC gets the GPUs the kubelet gives, near a NIC or not.
 * kube-scheduler's constraints (``MemberRules``, judged by the caller against the cluster): each member
   is planned only on the nodes its constraints admit, and members whose required anti-affinity on the
   hostname selects themselves get one node each. Constraints between members beyond that (spread, pod
@@ -39,8 +42,9 @@ Rules (docs/gang.md):
   ``preference``), then the lower slot.
 
 Speed: identical nodes in identical states give identical answers, so each exact check is memoised on
-the node's state (its arrays' bytes, free GPUs, the member's shape and the cell preference); a gang over
-many identical nodes runs the exact model a handful of times, not once per member.
+the node's state (its arrays' bytes, GPU link table and free GPUs, the member's shape and the cell
+preference: everything the kubelet model and the GPU prediction read); a gang over many identical
+nodes runs the exact model a handful of times, not once per member.
 """
 
 from __future__ import annotations
@@ -50,18 +54,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kubenexus.topology.model import NodeTopology, PathKind
 from placement.core.charging import charge_cells, charge_node, pinned_amounts
 from placement.core.constraints.verdicts import ConstraintVerdict, merge_with_resources
 from placement.core.decision import plan_on_node
 from placement.core.feasibility import FilterResult, allowed_cells, cell_requests, filter_nodes
-from placement.core.gpu_sets import GpuLinkTable, choose_gpu_set
+from placement.core.gpu_sets import GpuLinkTable
 from placement.core.intent import PodIntent
 from placement.core.podgroup import SpreadPolicy
 from placement.core.scoring import ScoringWeights, fit_curve, score_nodes
 from placement.core.vocabulary import (
     CPU,
     GPU_RESOURCE,
+    GPU_SHARE,
     MAX_NUMA,
     MEMORY,
     FloatArray,
@@ -80,12 +84,11 @@ _TOP_REASONS = 3
 
 @dataclass(frozen=True)
 class GangMember:
-    """One member to plan: its pod-level demand, NUMA intent and whether it asks for an RDMA NIC."""
+    """One member to plan: its pod-level demand and NUMA intent."""
 
     key: tuple[str, str]  # (namespace, name)
     demand: PodDemand
     intent: PodIntent = field(default_factory=PodIntent)
-    wants_nic: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,11 +108,10 @@ class MemberRules:
 
 @dataclass(frozen=True)
 class NodeGpus:
-    """A node's GPUs for the planner: the link table, the free GPUs and those near an RDMA NIC."""
+    """A node's GPUs for the planner: the link table and the free GPUs."""
 
     table: GpuLinkTable
     free: frozenset[int]
-    nic_local: frozenset[int] = frozenset()  # GPUs sharing a PCIe switch (PIX/PXB) with an RDMA NIC
 
 
 @dataclass(frozen=True)
@@ -172,20 +174,6 @@ class GangUnplaceable:
 
 GpusOf = Callable[[int], NodeGpus | None]
 _Outcome = tuple[tuple[int, ...], bool, tuple[int, ...]] | str  # (cells, pinned, gpus) or why not
-
-
-def nic_local_gpus(topology: NodeTopology) -> frozenset[int]:
-    """GPUs that share a PCIe switch (PIX or PXB) with an RDMA-capable NIC: GPUDirect RDMA runs well there."""
-    rdma = {f"NIC{position}" for position, nic in enumerate(topology.nics) if nic.rdma_devices}
-    gpus = {f"GPU{gpu.index}": gpu.index for gpu in topology.gpus}
-    near: set[int] = set()
-    for link in topology.links:
-        if link.path not in (PathKind.PIX, PathKind.PXB):
-            continue
-        for gpu, nic in ((link.a, link.b), (link.b, link.a)):
-            if gpu in gpus and nic in rdma:
-                near.add(gpus[gpu])
-    return frozenset(near)
 
 
 def describe_demand(demand: PodDemand) -> str:
@@ -266,7 +254,7 @@ class Workspace:
         self._gpus_of = gpus
         self._gpus: dict[int, NodeGpus | None] = {}
         self._static: dict[int, bytes] = {}
-        self._shapes: dict[tuple[PodDemand, PodIntent, bool], int] = {}
+        self._shapes: dict[tuple[PodDemand, PodIntent], int] = {}
         self._memo: dict[tuple[object, ...], _Outcome] = {}
         self.gang_cells: dict[int, dict[int, int]] = {}  # row -> NUMA id -> members of this gang there
         self.apart: dict[int, set[int]] = {}  # id of a one-per-node ``MemberRules`` -> rows its members hold
@@ -277,8 +265,8 @@ class Workspace:
         return self._gpus[row]
 
     def shape_of(self, member: GangMember) -> int:
-        """Members equal in demand, intent and NIC wish share a shape (and the memoised checks)."""
-        return self._shapes.setdefault((member.demand, member.intent, member.wants_nic), len(self._shapes))
+        """Members equal in demand and intent share a shape (and the memoised checks)."""
+        return self._shapes.setdefault((member.demand, member.intent), len(self._shapes))
 
     def place(
         self, member: GangMember, row: int, *, prefer: Sequence[int] = (), within_room: bool = False
@@ -329,7 +317,6 @@ class Workspace:
             if gpus is not None:
                 # Tables are interned per machine type by the index, so equal tables are one object.
                 parts.append(id(gpus.table).to_bytes(8, "little"))
-                parts.append(repr(sorted(gpus.nic_local)).encode())
             signature = self._static[row] = b"|".join(parts)
         return signature
 
@@ -353,18 +340,23 @@ class Workspace:
             filtered = filter_nodes(arrays, np.array([row], dtype=np.int64), demand, intent)
             if not filtered.feasible[0]:
                 return filtered.reason(0)
+        # Whole GPUs: those the kubelet is predicted to give, as for a pod placed alone (``plan_on_node``
+        # refuses the node where its allocation would fail). A share is charged by amount on the cells
+        # (``_charge``): the planner picks no shared GPU.
+        requests = dict(demand.device_requests)
+        predicted = gpus if requests.get(GPU_RESOURCE, 0) and not requests.get(GPU_SHARE, 0) else None
         plan = plan_on_node(
             arrays,
             row,
             demand,
             intent=intent,
             landing_cell=self._landing(member, row, prefer),
-            gpu_table=None,  # chosen below, with the gang's own preferences
-            free_gpus=frozenset(),
+            gpu_table=None if predicted is None else predicted.table,
+            free_gpus=frozenset() if predicted is None else predicted.free,
         )
         if isinstance(plan, Rejected):
             return plan.message
-        return plan.cells, plan.pinned, self._choose_gpus(member, gpus, plan.cells)
+        return plan.cells, plan.pinned, plan.gpus
 
     def _landing(self, member: GangMember, row: int, prefer: Sequence[int]) -> int:
         """The cell slot a member the kubelet does not pin is predicted to use; -1 when it spans the node.
@@ -391,19 +383,6 @@ class Workspace:
             if cell in ids and fits[ids.index(cell)]:
                 return ids.index(cell)
         return int(np.where(fits, fit_curve(used / max(resources, 1)), -1.0).argmax())
-
-    @staticmethod
-    def _choose_gpus(member: GangMember, gpus: NodeGpus | None, cells: tuple[int, ...]) -> tuple[int, ...]:
-        wanted = int(dict(member.demand.device_requests).get(GPU_RESOURCE, 0))
-        if not wanted or gpus is None:
-            return ()
-        preference = frozenset(cells)
-        if member.wants_nic and gpus.nic_local:
-            near = choose_gpu_set(gpus.table, gpus.free & gpus.nic_local, wanted, numa_preference=preference)
-            if near is not None and near.outside_preference == 0:
-                return near.gpus
-        choice = choose_gpu_set(gpus.table, gpus.free, wanted, numa_preference=preference)
-        return () if choice is None else choice.gpus
 
     def _charge(
         self, member: GangMember, row: int, cells: tuple[int, ...], chosen: tuple[int, ...], gpus: NodeGpus | None
@@ -477,10 +456,10 @@ def plan_gang(
 
 def _shapes(members: Sequence[GangMember], rules: Mapping[tuple[str, str], MemberRules]) -> list[list[GangMember]]:
     """Members grouped by shape and rules, the largest per-member demand first (GPUs, then CPUs, then memory)."""
-    groups: dict[tuple[PodDemand, PodIntent, bool, int], list[GangMember]] = {}
+    groups: dict[tuple[PodDemand, PodIntent, int], list[GangMember]] = {}
     for member in members:
         rule = id(rules.get(member.key))
-        groups.setdefault((member.demand, member.intent, member.wants_nic, rule), []).append(member)
+        groups.setdefault((member.demand, member.intent, rule), []).append(member)
 
     def size(group: list[GangMember]) -> tuple[float, float, float]:
         demand = group[0].demand

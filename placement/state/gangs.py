@@ -76,7 +76,6 @@ from placement.core.gang import (
     MemberRules,
     NodeGpus,
     empty_view,
-    nic_local_gpus,
     plan_gang,
 )
 from placement.core.podgroup import GroupRef, Membership, PodGroupError, PodGroupSpec, SpreadPolicy, parse_membership
@@ -119,7 +118,6 @@ class GangConfig:
     rack_key: str = DEFAULT_RACK_KEY
     clique_key: str = FABRIC_CLIQUE_KEY
     # A member whose device requests name one of these (e.g. rdma/hca_shared_devices_a) wants an RDMA NIC.
-    rdma_markers: tuple[str, ...] = ("rdma",)
     weights: ScoringWeights | None = None
     max_members: int = DEFAULT_MAX_MEMBERS
     # Members planned per tick besides the head of the queue, all other groups together (each also counts
@@ -291,7 +289,7 @@ class _Snapshot:
         )
         for array in parts:
             digest.update(np.ascontiguousarray(array).tobytes())
-        gpus = sorted((row, sorted(g.free), sorted(g.nic_local)) for row, g in self.all_gpus.items())
+        gpus = sorted((row, sorted(g.free)) for row, g in self.all_gpus.items())
         digest.update(repr(gpus).encode())
         return digest.digest()
 
@@ -341,7 +339,6 @@ class GangCoordinator:
         self._member_of: dict[Key, GroupRef] = {}
         self._sequence = 0
         self._locality: dict[str, tuple[str | None, str | None, str | None]] = {}
-        self._nic_local: dict[str, frozenset[int]] = {}
         self._locality_version = 0
         self._locality_cache: tuple[tuple[object, ...], Locality] | None = None
         self._hold: tuple[GroupRef, frozenset[str]] | None = None
@@ -370,7 +367,7 @@ class GangCoordinator:
     # --- nodes -----------------------------------------------------------------------------------------
 
     def observe_node(self, name: str, labels: Mapping[str, str], topology: NodeTopology | None = None) -> None:
-        """A node's locality labels (zone, rack, fabric clique) and, with its topology, its NIC-near GPUs."""
+        """A node's locality labels (zone, rack, fabric clique; the clique from its GPUs when not labelled)."""
         config = self._config
         clique = labels.get(config.clique_key)
         if clique is None and topology is not None:
@@ -378,17 +375,13 @@ class GangCoordinator:
             clique = cliques.pop() if len(cliques) == 1 else None
         with self._index.lock:
             locality = (labels.get(config.zone_key), labels.get(config.rack_key), clique)
-            nic_local = nic_local_gpus(topology) if topology is not None else self._nic_local.get(name)
-            if self._locality.get(name) != locality or self._nic_local.get(name) != nic_local:
+            if self._locality.get(name) != locality:
                 self._locality_version += 1
             self._locality[name] = locality
-            if nic_local is not None:
-                self._nic_local[name] = nic_local
 
     def forget_node(self, name: str) -> None:
         with self._index.lock:
             self._locality.pop(name, None)
-            self._nic_local.pop(name, None)
             self._locality_version += 1
 
     def nodes_open_to_backfill(self, candidate_names: Iterable[str]) -> list[str]:
@@ -686,8 +679,7 @@ class GangCoordinator:
 
     def _gang_member(self, pod: PendingPod) -> GangMember:
         demand = demand_of(pod.pod)
-        wants_nic = any(m in name for name, _ in demand.device_requests for m in self._config.rdma_markers)
-        return GangMember(key=pod.key, demand=demand, intent=pod.intent, wants_nic=wants_nic)
+        return GangMember(key=pod.key, demand=demand, intent=pod.intent)
 
     def _conflict(self, gang: _Gang, membership: Membership, key: Key, *, from_object: bool) -> str | None:
         """Why a member ``key`` with ``membership`` disagrees with the others in ``gang`` (None: it does not)."""
@@ -929,9 +921,8 @@ class GangCoordinator:
             stamp = (int(index.slot_changes[row]), name, self._locality_version)
             kept = self._node_gpus.get(row)
             if kept is None or kept[0] != stamp:
-                near = self._nic_local.get(name, frozenset())
-                free_gpus = NodeGpus(shape.table, shape.healthy - index.busy_gpus(row), near)
-                kept = self._node_gpus[row] = (stamp, free_gpus, NodeGpus(shape.table, shape.healthy, near))
+                free_gpus = NodeGpus(shape.table, shape.healthy - index.busy_gpus(row))
+                kept = self._node_gpus[row] = (stamp, free_gpus, NodeGpus(shape.table, shape.healthy))
             free[row], every[row] = kept[1], kept[2]
         snapshot = self._snapshot_cache = _Snapshot(
             arrays=arrays,
@@ -1170,8 +1161,7 @@ class GangCoordinator:
         shape = self._index.gpu_shape(row)
         if shape is None:
             return None
-        name = self._index.name_of(row) or ""
-        return NodeGpus(shape.table, shape.healthy - self._index.busy_gpus(row), self._nic_local.get(name, frozenset()))
+        return NodeGpus(shape.table, shape.healthy - self._index.busy_gpus(row))
 
     def _status(self, gang: _Gang) -> GangStatus:
         bound = gang.count(_State.BOUND)
