@@ -24,7 +24,7 @@ import yaml
 from kubenexus.topology.model import NodeTopology
 from placement.core.dra.best_fit import MAX_CANDIDATES, BestFit, FitScore, FitWeights, best_fit, prepare_node
 from placement.core.dra.claims import DeviceClass, ResourceClaim, parse_device_class, parse_resource_claim
-from placement.core.dra.first_fit import Allocation, Unallocatable, why_nothing_fits
+from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import conflicts
 from placement.core.dra.gpus import GpuKind, dra_gpus
 from placement.core.dra.join import join_topology
@@ -68,7 +68,7 @@ def reference_best_fit(
             if best is None or score.total > best[0].total:
                 best = (score, solution)
         if best is None:
-            return Unallocatable(inventory.node_name, why_nothing_fits(search))
+            return nothing_fits(search)
     except AllocationError as error:
         return Unallocatable(inventory.node_name, str(error), error=True)
     return BestFit(Allocation(inventory.node_name, best[1]), best[0], examined, truncated)

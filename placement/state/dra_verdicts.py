@@ -17,16 +17,16 @@
   ``DEVICES_WEIGHT`` (upstream's DynamicResources does not score).
 * **Reserve** (``choose_devices``): best fit on the chosen node with the pod's own claims.
 
-Answers are kept per node under the node's inventory key (``DraState.node_key``), the DeviceClasses'
-version and the claims' requests and constraints (not their names: pods made from one template share
-them), so a decision judges again only the nodes whose devices changed.
+Answers are kept per index slot for each claims shape (the claims' requests and constraints, not their
+names: pods made from one template share them), in ``DeviceChoices``: a decision judges again only the
+slots whose node's devices, holds or topology changed since (``DraState.changed_since``), and every slot
+when the pools, the DeviceClasses, a node's labels or the index's slots changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +57,6 @@ _TOP_SCORE = _WEIGHTS.links + _WEIGHTS.numa + _WEIGHTS.fragmentation
 # dynamicresources: the Filter's reasons for an allocated claim elsewhere and for claims that do not fit.
 NOT_ON_NODE = Rejected("resourceclaim not available on the node", RejectionKind.NODE_CONSTRAINT)
 CANNOT_ALLOCATE = "cannot allocate all claims"
-_INCLUDED = "(constraints, taints and shared hardware included): "
 
 
 @dataclass
@@ -331,15 +330,7 @@ def unallocatable(fit: Unallocatable) -> Rejected:
     """The Filter's refusal for claims that cannot be allocated on a node: upstream's words, then why."""
     if fit.error:
         return Rejected(fit.reason, RejectionKind.NODE_CONSTRAINT)
-    # why_nothing_fits: "node N: cannot allocate the pod's claims from K devices (...): <per request>"; the
-    # node is the rejection's own, the per-request part is what differs.
-    detail = fit.reason.split(_INCLUDED, 1)[-1]
-    return Rejected(f"{CANNOT_ALLOCATE}: {detail}", RejectionKind.POD_CONSTRAINT)
-
-
-def fit_parts(fit: BestFit) -> Mapping[str, Fraction]:
-    """The parts a best fit scored, for people: NVLink, NUMA alignment, fragmentation (each in [0, 1])."""
-    return {"nvlink": fit.score.links, "numa": fit.score.numa, "fragmentation": fit.score.fragmentation}
+    return Rejected(f"{CANNOT_ALLOCATE}: {fit.detail}", RejectionKind.POD_CONSTRAINT)
 
 
 _STAGE = FilterStage.DYNAMIC_RESOURCES

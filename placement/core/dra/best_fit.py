@@ -51,7 +51,7 @@ from typing import TypeVar
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.dra.claims import AllocationMode, DeviceClass, ResourceClaim, taint_tolerated
-from placement.core.dra.first_fit import Allocation, Unallocatable, why_nothing_fits
+from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import Footprint, conflicts
 from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, GpuKind, dra_gpus
 from placement.core.dra.join import join_topology
@@ -261,7 +261,7 @@ def best_fit(
         if found is None:
             found = _searched(search, prepared, scorer, max_candidates)
         if found.solution is None:
-            return Unallocatable(inventory.node_name, why_nothing_fits(search))
+            return nothing_fits(search)
     except AllocationError as error:
         return Unallocatable(inventory.node_name, str(error), error=True)
     allocation = Allocation(inventory.node_name, found.solution)

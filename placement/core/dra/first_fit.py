@@ -32,6 +32,7 @@ class Unallocatable:
     node_name: str
     reason: str
     error: bool = False
+    detail: str = ""  # the reason without its node: per request, what the selectors keep and what is free
 
 
 def first_fit(
@@ -43,14 +44,15 @@ def first_fit(
         search = Search(claims, classes, inventory)
         solution = next(search.solutions(), None)
         if solution is None:
-            return Unallocatable(inventory.node_name, why_nothing_fits(search))
+            return nothing_fits(search)
     except AllocationError as error:
         return Unallocatable(inventory.node_name, str(error), error=True)
     return Allocation(inventory.node_name, solution)
 
 
-def why_nothing_fits(search: Search) -> str:
-    """Per request (each alternative of a ``firstAvailable`` one): devices its selectors keep, free ones."""
+def nothing_fits(search: Search) -> Unallocatable:
+    """Why the search found no solution: per request (each alternative of a ``firstAvailable`` one), the
+    devices its selectors keep, the free ones and how many are wanted; the pools that cannot be used."""
     inventory = search.inventory
     parts = []
     for claim_index, claim in enumerate(search.claims):
@@ -69,7 +71,9 @@ def why_nothing_fits(search: Search) -> str:
                 )
     unusable = [f"{p.driver}/{p.name} ({p.status.value}: {p.problem})" for p in inventory.unusable_pools]
     note = f"; unusable pools: {', '.join(unusable)}" if unusable else ""
-    return (
+    detail = f"{'; '.join(parts)}{note}"
+    reason = (
         f"node {inventory.node_name}: cannot allocate the pod's claims from {len(inventory.devices)} devices"
-        f" (constraints, taints and shared hardware included): {'; '.join(parts)}{note}"
+        f" (constraints, taints and shared hardware included): {detail}"
     )
+    return Unallocatable(inventory.node_name, reason, detail=detail)
