@@ -25,6 +25,7 @@ from tests.dra_cluster import (
     CLAIMS,
     DEVICE_CLASSES,
     SLICES,
+    TEMPLATES,
     DraEmulator,
     claiming_pod,
     fixture_slice,
@@ -34,7 +35,7 @@ from tests.dra_cluster import (
 )
 from tests.kube_emulator import NODES
 from tests.machines.node_topologies import nvswitch_node, pcie_node
-from tests.shim_cluster import Replica, pod_object, publish_nodes, replica
+from tests.shim_cluster import PODS, Replica, pod_object, publish_nodes, replica
 from tests.test_shim_e2e import create_pods
 
 pytestmark = pytest.mark.slow
@@ -237,3 +238,40 @@ def test_a_node_with_slices_but_no_agent_report_schedules_on_what_its_driver_pub
     (claim,) = other.placement.claims
     inferred = "node bare: no KubeNexus agent report; GPU topology inferred from the gpu.nvidia.com driver's"
     assert any(line.startswith(inferred) for line in claim.why)
+
+
+def test_a_claim_made_from_a_template_is_found_and_allocated(scene: Scene) -> None:
+    """The pod names a ResourceClaimTemplate; what the claim controller does is done here by hand: a claim
+    owned by the pod, annotated with the pod's claim entry, and named in the pod's status. The binder then
+    allocates that claim and binds the pod."""
+    scene.nodes({"a": (NVSWITCH, nvswitch_node())})
+    template: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two-gpus", "namespace": "default"},
+        "spec": {"spec": gpu_claim("unused", 2)["spec"]},
+    }
+    scene.emulator.put_object(TEMPLATES, template)
+    scene.start()
+    pod = claiming_pod("trainer", "unused", cpus=8)
+    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+    create_pods(scene.kubeconfig, [pod])
+    claim = gpu_claim("trainer-gpus-x7k2p", 2)
+    claim["metadata"] |= {
+        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpus"},
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "trainer", "uid": "uid-trainer", "controller": True}
+        ],
+    }
+    scene.emulator.put_object(CLAIMS, claim)
+    made = scene.emulator.pod("default", "trainer")
+    made["status"] = {
+        "phase": "Pending",
+        "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": claim["metadata"]["name"]}],
+    }
+    scene.emulator.put_object(PODS, made)
+    wait_until(lambda: "trainer" in bound(scene.emulator), what="the trainer to bind")
+
+    assert len(scene.allocated("trainer-gpus-x7k2p")) == 2
+    reserved = scene.emulator.claim("default", "trainer-gpus-x7k2p")["status"]["reservedFor"]
+    assert reserved == [{"resource": "pods", "name": "trainer", "uid": "uid-trainer"}]
