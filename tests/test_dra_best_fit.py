@@ -1,7 +1,8 @@
 """Best fit with a prepared node, integer scoring and enumerated combinations, against the implementation
 they replace.
 
-The reference below is ``best_fit`` as it was before (kept verbatim but for names): the stable allocator's
+The reference below is ``best_fit`` as it was before (kept verbatim but for names, and for the NUMA part,
+which both now score 1 for a set all on the preferred cell and 0 otherwise): the stable allocator's
 search in combination mode over every solution, each scored afresh with ``Fraction``s after joining the
 node's devices to the agent's topology. Every case compares the whole answer (the devices chosen, the
 score, how many solutions were examined, whether the cap stopped the search, or the refusal and its
@@ -107,8 +108,12 @@ class _ReferenceScorer:
         chosen = sorted({i for c in solution for d in c.devices if (i := self.gpu_of.get(d.device.ref)) is not None})
         links = self._links(chosen)
         numa = Fraction(0)
-        if self.preferred_numa is not None and chosen:
-            numa = Fraction(sum(1 for i in chosen if self.numa_of.get(i) == self.preferred_numa), len(chosen))
+        if (
+            self.preferred_numa is not None
+            and chosen
+            and all(self.numa_of.get(i) == self.preferred_numa for i in chosen)
+        ):
+            numa = Fraction(1)
         fragmentation = Fraction(0)
         if self.table is not None:
             left = self._rank_sum(self.free - set(chosen))

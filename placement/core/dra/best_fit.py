@@ -14,8 +14,11 @@ The score of a solution, each part in [0, 1], weighed by the caller's ``FitWeigh
   ``join.join_topology`` (a MIG device counts as its parent GPU). Pair ranks are ``gpu_sets.link_rank``'s
   (NVLink/NVSwitch above every PCIe class); the part is the mean of the weakest pair's rank and the mean
   pair rank, each divided by the node's best pair rank. One GPU (or none) scores 1.
-* ``numa``: the share of the chosen GPUs on ``preferred_numa`` (the cell the kubelet pins the pod's CPUs
-  to); a GPU whose NUMA node is unknown is not on it. 0 for every solution when no cell is given.
+* ``numa``: 1 when every chosen GPU is on ``preferred_numa`` (the cell the kubelet pins the pod's CPUs
+  to), else 0: aligned or not, as the Topology Manager judges alignment. A set that must span cells
+  anyway (the cell has too few free GPUs) is not partly aligned: links and fragmentation decide among
+  such sets, rather than one more GPU on the cell winning over a better-connected set. A GPU whose NUMA
+  node is unknown is not on the cell. 0 for every solution when no cell is given.
 * ``fragmentation``: the sum of pair ranks among the node's free GPUs left after the choice, divided by
   that sum before it: taking a bridged pair whole keeps the other bridges intact, so the well-connected
   free sets left are larger.
@@ -78,9 +81,15 @@ _KEPT_GPU_SETS = 4096
 
 @dataclass(frozen=True)
 class FitWeights:
+    """What each part of the score weighs. The defaults order sets by NUMA alignment, then by links, then by
+    fragmentation: alignment (0 or 1) outweighs any difference of links (at most 1); fragmentation (at most
+    1) weighs less than the smallest difference of links on a node of up to 16 GPUs (one rank step in a mean
+    over 120 pairs of a best rank below 64, 1/15,360), so it only breaks ties between equally connected
+    sets (it keeps bridges whole where the links allow either)."""
+
     links: Fraction = Fraction(1)
-    numa: Fraction = Fraction(1)
-    fragmentation: Fraction = Fraction(1, 2)
+    numa: Fraction = Fraction(2)
+    fragmentation: Fraction = Fraction(1, 20_000)
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,6 @@ class PreparedNode:
     top: int  # the best pair rank on the node; 1 when there is none
     # Common multiples of every GPU count 1..n and of every pair count of 2..n GPUs: with them a call
     # scales every solution's total to an integer.
-    count_multiple: int
     pairs_multiple: int
     # Memos of pure functions of the fields above (see _KEPT_SELECTOR_SETS, _KEPT_GPU_SETS).
     _selections: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
@@ -219,7 +227,6 @@ def prepare_node(
         ranks=ranks,
         cells=cells,
         top=max((max(row) for row in ranks), default=1) or 1,
-        count_multiple=lcm(*range(1, gpus + 1)),
         pairs_multiple=lcm(*(c * (c - 1) // 2 for c in range(2, gpus + 1))),
     )
 
@@ -299,9 +306,9 @@ class _Scorer:
     this call, so comparing integers orders and ties solutions exactly as comparing the totals does.
 
     ``scale`` is a multiple of every part's denominator (``2 * pairs * top`` for links, for each count of
-    chosen GPUs; that count for NUMA; the free rank sum for fragmentation; each times its weight's
-    denominator), so for a count of chosen GPUs each part is a whole factor times the weakest rank, the
-    rank sum, the chosen GPUs on the preferred cell or the rank sum left free.
+    chosen GPUs; 1 for NUMA; the free rank sum for fragmentation; each times its weight's denominator), so
+    for a count of chosen GPUs each part is a whole factor times the weakest rank, the rank sum, whether
+    the set is all on the preferred cell, or the rank sum left free.
     """
 
     def __init__(self, node: PreparedNode, free: int, preferred_numa: int | None, weights: FitWeights) -> None:
@@ -313,7 +320,7 @@ class _Scorer:
         self.weights = weights
         self.scale = lcm(
             weights.links.denominator * 2 * node.top * node.pairs_multiple,
-            weights.numa.denominator * node.count_multiple,
+            weights.numa.denominator,
             weights.fragmentation.denominator * (self.free_sum or 1),
         )
         self.by_left = self._scaled(weights.fragmentation, self.free_sum) if node.scored and self.free_sum else 0
@@ -325,8 +332,8 @@ class _Scorer:
         return self.scale * weight.numerator // (weight.denominator * denominator)
 
     def factors(self, count: int) -> tuple[int, int, int, int]:
-        """For ``count`` chosen GPUs: (the constant, the factor of the weakest rank, of the rank sum, of the
-        chosen GPUs on the preferred cell)."""
+        """For ``count`` chosen GPUs: (the constant, the factor of the weakest rank, of the rank sum, of a
+        set all on the preferred cell)."""
         known = self._factors.get(count)
         if known is None:
             known = (0, 0, 0, 0)
@@ -337,8 +344,8 @@ class _Scorer:
                     nothing_free + (self._scaled(w.links, 1) if count < 2 else 0),  # links scores 1
                     self._scaled(w.links, 2 * top) if count >= 2 else 0,
                     self._scaled(w.links, 2 * pairs * top) if count >= 2 else 0,
-                    # Without a preferred cell no chosen GPU is on it, whatever the factor.
-                    self._scaled(w.numa, count) if count else 0,
+                    # Without a preferred cell no set is on it, whatever the factor.
+                    self._scaled(w.numa, 1) if count else 0,
                 )
             self._factors[count] = known
         return known
@@ -357,7 +364,7 @@ class _Scorer:
             count = gpus.bit_count()
             constant, by_weakest, by_rank_sum, by_on_cell = known_factors(count) or factors_of(count)
             rank_sum, weakest = known_ranks(gpus) or ranks_of(gpus)
-            key = constant + by_weakest * weakest + by_rank_sum * rank_sum + by_on_cell * (gpus & cell).bit_count()
+            key = constant + by_weakest * weakest + by_rank_sum * rank_sum + (by_on_cell if gpus & ~cell == 0 else 0)
             if by_left:
                 rest = free & ~gpus
                 key += by_left * (known_ranks(rest) or ranks_of(rest))[0]
@@ -375,8 +382,8 @@ class _Scorer:
             links = Fraction(weakest * pairs + rank_sum, 2 * pairs * self.node.top) if count >= 2 else Fraction(1)
             left = self.node.pair_ranks(self.free & ~gpus)[0]
             fragmentation = Fraction(left, self.free_sum) if self.free_sum else Fraction(1)
-        if self.preferred_numa is not None and count:
-            numa = Fraction((gpus & self.cell).bit_count(), count)
+        if self.preferred_numa is not None and count and gpus & ~self.cell == 0:
+            numa = Fraction(1)
         return FitScore(links, numa, fragmentation, Fraction(key, self.scale))
 
 
