@@ -36,7 +36,6 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import DeviceChoice, choose_devices, holds_of
 
 DEFAULT_TTL_S = 30.0
-MAX_PLAN_ATTEMPTS = 16  # ranked nodes to try after the exact check rejects the best ones
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,10 @@ class Reservations:
             ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights, constraints=judge)
             scores = ranking.scores
             skipped: dict[str, Rejected] = {}
-            for position in ranking.order[:MAX_PLAN_ATTEMPTS]:
+            # Every feasible node, best first, until one holds: the vectorised filter is a necessary
+            # condition (a share of a GPU can pass it on summed thousandths in the kubelet's cell that no
+            # single GPU there has), so a pod that fits somewhere must not wait because the best few did not.
+            for position in ranking.order:
                 row = int(scores.rows[position])
                 node = index.name_of(row) or ""
                 plan = plan_on_slot(index, row, demand, request.intent, int(scores.landing_cell[position]))

@@ -1,0 +1,207 @@
+"""The trace-driven comparison on every pod list of the Alibaba trace: unallocated GPUs at 100% arrival.
+
+``python -m benchmarks.sim_variants --seeds 3 --jobs 1 --out /tmp/helper_sim/variants`` runs random,
+bestfit, fgd and ours (``--policies``) on every ``openb_pod_list_*.csv`` of the trace folder
+(``--trace-dir``; default the simulator's, ``KUBENEXUS_SHARED_DATA``/traces/alibaba-gpu-v2023; or the
+files named with ``--variants default,gpushare20,...``) against ``openb_node_list_gpu_node.csv``, at the
+simulator's settings (NUMA mix; ``--subsample`` keeps every Nth node and pod). Seeds run outermost (seed 0
+on every variant and policy, then seed 1, ...), so a run cut short still has the same seeds everywhere.
+
+Writes into ``--out``: ``runs.csv`` (one row per variant, policy and seed, ``RunResult.summary`` plus the
+run's wall time; appended as each run finishes, and a run already there is not run again, so the command
+resumes), ``gpu_spec.csv`` (per pod list: pods, GPU pods, pods with a non-empty ``gpu_spec``, whether the
+column is there at all) and ``table.md``: unallocated GPU % at 100% arrival, variant x policy, median over
+seeds 0..N-1 (``--seeds``; rows of other seeds in ``runs.csv`` are left out) with the range.
+``--report-only`` rewrites ``table.md`` from ``runs.csv`` without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from placement.sim.policies import POLICY_NAMES
+from placement.sim.run import simulate
+from placement.sim.trace import (
+    DEFAULT_NODE_LIST,
+    TRACE_DIR,
+    TraceNode,
+    TracePod,
+    load_nodes,
+    load_pods,
+    shared_data_dir,
+)
+
+POD_LIST_PREFIX = "openb_pod_list_"
+DEFAULT_POLICIES = ("random", "bestfit", "fgd", "ours")
+RUN_KEY = ("variant", "policy", "seed")
+Row = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the pod list's name without prefix and suffix: "default", "gpushare20", ...
+    path: Path
+
+
+def find_variants(trace_dir: Path, names: Sequence[str] | None) -> list[Variant]:
+    """The pod lists in ``trace_dir`` (``default`` first, then by name), or the ``names`` given."""
+    if names:
+        return [Variant(n, trace_dir / f"{POD_LIST_PREFIX}{n}.csv") for n in names]
+    found = sorted(trace_dir.glob(f"{POD_LIST_PREFIX}*.csv"))
+    variants = [Variant(p.name.removeprefix(POD_LIST_PREFIX).removesuffix(".csv"), p) for p in found]
+    return sorted(variants, key=lambda v: (v.name != "default", _natural(v.name)))
+
+
+def _natural(name: str) -> tuple[str, int]:
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem) :] or 0)
+
+
+def gpu_spec_row(variant: Variant, pods: Sequence[TracePod]) -> Row:
+    """How many pods of the list carry a GPU model constraint, and whether the column is there at all."""
+    with variant.path.open(newline="") as handle:
+        header = next(csv.reader(handle), [])
+    gpu_pods = [p for p in pods if p.gpus]
+    with_spec = [p for p in pods if p.gpu_models]
+    return {
+        "variant": variant.name,
+        "column_present": str("gpu_spec" in header),
+        "pods": str(len(pods)),
+        "gpu_pods": str(len(gpu_pods)),
+        "pods_with_gpu_spec": str(len(with_spec)),
+        "gpu_pods_with_gpu_spec": str(sum(1 for p in gpu_pods if p.gpu_models)),
+        "share_of_gpu_pods": f"{len([p for p in gpu_pods if p.gpu_models]) / max(len(gpu_pods), 1):.4f}",
+    }
+
+
+def _run(variant: str, nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int) -> Row:
+    start = time.perf_counter()
+    result = simulate(nodes, pods, policy, seed)
+    row = {key: "" if value is None else str(value) for key, value in result.summary().items()}
+    return {"variant": variant, **row, "wall_s": f"{time.perf_counter() - start:.1f}"}
+
+
+def read_runs(path: Path) -> list[Row]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _append(path: Path, row: Row) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def run_all(
+    variants: Sequence[Variant],
+    nodes: Sequence[TraceNode],
+    policies: Sequence[str],
+    *,
+    seeds: int,
+    subsample: int,
+    jobs: int,
+    out: Path,
+) -> None:
+    """Every (seed, variant, policy) not yet in ``out``/runs.csv, seeds outermost; rows appended as they end."""
+    runs_csv = out / "runs.csv"
+    done = {tuple(r[k] for k in RUN_KEY) for r in read_runs(runs_csv)}
+    pods = {v.name: load_pods(v.path)[::subsample] for v in variants}
+    spec_rows = [gpu_spec_row(v, load_pods(v.path)) for v in variants]
+    with (out / "gpu_spec.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(spec_rows[0]))
+        writer.writeheader()
+        writer.writerows(spec_rows)
+    todo = [
+        (v.name, policy, seed)
+        for seed in range(seeds)
+        for v in variants
+        for policy in policies
+        if (v.name, policy, str(seed)) not in done
+    ]
+    started = time.monotonic()
+
+    def report(row: Row, number: int) -> None:
+        _append(runs_csv, row)
+        print(
+            f"[{number}/{len(todo)}] {row['variant']} {row['policy']} seed {row['seed']}: "
+            f"{float(row['unallocated_at_100']):.2f}% unallocated at 100% ({row['wall_s']} s; "
+            f"{time.monotonic() - started:.0f} s in all)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    if jobs == 1:
+        for number, (name, policy, seed) in enumerate(todo, start=1):
+            report(_run(name, nodes, pods[name], policy, seed), number)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures: list[Future[Row]] = [
+            pool.submit(_run, name, nodes, pods[name], policy, seed) for name, policy, seed in todo
+        ]
+        for number, future in enumerate(as_completed(futures), start=1):
+            report(future.result(), number)
+
+
+def format_table(runs: Sequence[Row], variants: Sequence[str], policies: Sequence[str], spec: Sequence[Row]) -> str:
+    """Markdown: unallocated GPU % at 100% arrival, median over seeds (min - max), and the gpu_spec share."""
+    shares = {r["variant"]: r for r in spec}
+    header = "| variant | GPU pods with gpu_spec | " + " | ".join(policies) + " | seeds |"
+    lines = [header, "|" + "---|" * (len(policies) + 3)]
+    for variant in variants:
+        cells = []
+        seeds: set[str] = set()
+        for policy in policies:
+            values = [float(r["unallocated_at_100"]) for r in runs if r["variant"] == variant and r["policy"] == policy]
+            seeds |= {r["seed"] for r in runs if r["variant"] == variant and r["policy"] == policy}
+            cells.append(f"{statistics.median(values):.2f} ({min(values):.2f} - {max(values):.2f})" if values else "-")
+        row = shares.get(variant)
+        share = f"{row['gpu_pods_with_gpu_spec']} / {row['gpu_pods']}" if row else "?"
+        lines.append(f"| {variant} | {share} | " + " | ".join(cells) + f" | {len(seeds)} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sim_variants", description=__doc__.split("\n")[0])
+    parser.add_argument("--trace-dir", type=Path, default=shared_data_dir() / TRACE_DIR)
+    parser.add_argument("--variants", default="", help="comma-separated pod list names; default: every one found")
+    parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    parser.add_argument("--subsample", type=int, default=1, help="keep every Nth node and pod")
+    parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
+    parser.add_argument("--out", type=Path, default=Path("sim-variants"))
+    parser.add_argument("--report-only", action="store_true", help="write table.md from runs.csv; run nothing")
+    args = parser.parse_args(argv)
+    policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICY_NAMES]
+    if unknown or args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
+        parser.error(f"unknown policies {unknown}" if unknown else "--seeds, --subsample, --jobs must be >= 1")
+    names = [n.strip() for n in str(args.variants).split(",") if n.strip()]
+    variants = find_variants(args.trace_dir, names or None)
+    if not variants:
+        parser.error(f"no {POD_LIST_PREFIX}*.csv in {args.trace_dir}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        nodes = load_nodes(args.trace_dir / DEFAULT_NODE_LIST)[:: args.subsample]
+        run_all(variants, nodes, policies, seeds=args.seeds, subsample=args.subsample, jobs=args.jobs, out=args.out)
+    runs = [r for r in read_runs(args.out / "runs.csv") if int(r["seed"]) < args.seeds]
+    table = format_table(runs, [v.name for v in variants], policies, read_runs(args.out / "gpu_spec.csv"))
+    (args.out / "table.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

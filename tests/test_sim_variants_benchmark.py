@@ -1,0 +1,37 @@
+"""``benchmarks.sim_variants`` on a small sample of two of the trace's pod lists: it runs each policy and
+seed once, resumes without running them again, and reports the gpu_spec share and the table."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from benchmarks.sim_variants import main
+from placement.sim.trace import DEFAULT_NODE_LIST, TRACE_DIR, shared_data_dir
+from tests.conftest import require_shared
+
+TRACE = shared_data_dir() / TRACE_DIR
+
+
+def test_every_variant_and_policy_is_run_once_and_tabled(tmp_path: Path) -> None:
+    require_shared(TRACE / DEFAULT_NODE_LIST)
+    argv = ["--variants", "default,gpushare40", "--policies", "random,bestfit", "--seeds", "1", "--subsample", "40"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    with (tmp_path / "runs.csv").open(newline="") as handle:
+        runs = list(csv.DictReader(handle))
+    assert sorted((r["variant"], r["policy"], r["seed"]) for r in runs) == [
+        ("default", "bestfit", "0"),
+        ("default", "random", "0"),
+        ("gpushare40", "bestfit", "0"),
+        ("gpushare40", "random", "0"),
+    ]
+    assert all(0.0 <= float(r["unallocated_at_100"]) <= 100.0 for r in runs)
+    assert main([*argv, "--out", str(tmp_path)]) == 0  # resumed: nothing left to run
+    with (tmp_path / "runs.csv").open(newline="") as handle:
+        assert len(list(csv.DictReader(handle))) == len(runs)
+    with (tmp_path / "gpu_spec.csv").open(newline="") as handle:
+        spec = {row["variant"]: row for row in csv.DictReader(handle)}
+    assert spec["default"]["column_present"] == "True"
+    table = (tmp_path / "table.md").read_text().splitlines()
+    assert table[0] == "| variant | GPU pods with gpu_spec | random | bestfit | seeds |"
+    assert table[2].startswith("| default | 0 / ")
