@@ -200,3 +200,19 @@ def test_the_planners_memo_tells_identical_nodes_apart_by_their_free_gpus() -> N
     # Equal arrays (one GPU held on cell 0 of each), other free GPUs: the kubelet gives each its first free one.
     given = [workspace.place(GangMember(("ns", n), demand_of(_pod(4, 1))), index.slot_of(n) or 0) for n in "ab"]
     assert [p.gpus for p in given if not isinstance(p, str)] == [(1,), (0,)]
+
+
+def test_every_feasible_node_is_tried_before_a_pod_is_left_waiting() -> None:
+    """Twenty PCIe nodes with GPUs 0, 1, 4, 5, 6 free pass the vectorised filter and rank first, but the exact
+    check refuses each (the plugin's best set for 3 GPUs holds a padding slot: it would fail); the node with
+    GPUs 3-7 free ranks last and gets the pod: more nodes are tried than the best 16."""
+    index = ClusterIndex()
+    names = [f"pcie-{n:02d}" for n in range(20)]
+    for name in [*names, "good"]:
+        index.upsert_topology(name, pcie_node(policy="none"))
+        _hold(index, name, (0, 1, 2) if name == "good" else (2, 3, 7), (0, 1))
+    decision = Reservations(index).decide(PendingPod("ns", "three", _pod(4, 3)), [*names, "good"])
+    assert decision.node == "good"
+    refused = decision.rejections()
+    assert sorted(refused) == names  # each tried by the exact check, each refused
+    assert {r.kind for r in refused.values()} == {RejectionKind.KUBELET_TOPOLOGY}
