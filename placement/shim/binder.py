@@ -268,7 +268,11 @@ class Binder:
                     message = str(error) if isinstance(error, ClaimWriteError) else describe(error)
                     log.warning(
                         "could not allocate a claim; releasing the decision",
-                        extra={"pod": _name(assignment.pod), "claim": f"{claim.namespace}/{claim.name}"},
+                        extra={
+                            "pod": _name(assignment.pod),
+                            "claim": f"{claim.namespace}/{claim.name}",
+                            "error": message,
+                        },
                     )
                     for done, written_claim in written:
                         self._release_claim(done.pod, written_claim)
