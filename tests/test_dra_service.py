@@ -215,6 +215,7 @@ def _entries(claims: list[dict[str, Any]], statuses: list[dict[str, Any]] | None
         ([{"name": "gpus", "resourceClaimName": "a"}, {"name": "gpus", "resourceClaimName": "b"}], "Duplicate"),
         ([{"name": "GPUs", "resourceClaimName": "a"}], "must be a DNS label"),
         ([{"resourceClaimName": "a"}], "name: Required value"),
+        ([{"name": f"c{i}", "resourceClaimName": "a"} for i in range(33)], "Too many: 33: must have at most 32"),
     ],
 )
 def test_claim_entries_are_validated_as_the_api_server_does(claims: list[dict[str, Any]], error: str) -> None:

@@ -60,6 +60,7 @@ MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below t
 # once per level and fails on a deep enough document with RecursionError.
 MAX_POD_JSON_CHARS = 1536 * 1024
 MAX_POD_JSON_DEPTH = 64
+MAX_POD_RESOURCE_CLAIMS = 32  # core/v1 validation: maxPodResourceClaims
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1123 label
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal, escapes included
 _OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
@@ -354,8 +355,12 @@ def validate_pod(spec: PodSpec) -> PendingPod:
 
 
 def _checked_resource_claims(entries: tuple[PodResourceClaim, ...], where: str) -> tuple[PodResourceClaim, ...]:
-    """As the API server validates ``spec.resourceClaims`` (``validatePodResourceClaim``): a unique DNS
-    label name each, and exactly one of ``resourceClaimName`` and ``resourceClaimTemplateName``."""
+    """As the API server validates ``spec.resourceClaims`` (``validatePodResourceClaims``): at most 32, a
+    unique DNS label name each, and exactly one of ``resourceClaimName`` and ``resourceClaimTemplateName``."""
+    if len(entries) > MAX_POD_RESOURCE_CLAIMS:
+        raise PodParseError(
+            f"{where}: spec.resourceClaims: Too many: {len(entries)}: must have at most {MAX_POD_RESOURCE_CLAIMS} items"
+        )
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         path = f"{where}: spec.resourceClaims[{index}]"
