@@ -6,8 +6,9 @@
 The cluster is the one ``benchmarks.dra_allocation`` measures the core on: ``--nodes`` nodes, alternately
 the authored 8x H100 NVSwitch node and the 8-GPU PCIe node with NVLink bridge pairs, each with the agent's
 topology (joined to its slice by UUID) and its ResourceSlice in NVIDIA's ``resource.k8s.io/v1`` format;
-other claims hold a uniformly drawn 0-8 devices per node (``status.allocation``). Built through the index's
-own entry points (``upsert_topology``, ``dra.set_slice``, ``dra.set_claim``), as the feed builds it.
+each GPU with its own UUID; other claims hold a uniformly drawn 0-8 devices per node (``status.allocation``).
+Built through the index's own entry points (``upsert_topology``, ``dra.set_slice``, ``dra.set_claim``), as
+the feed builds it; the CEL parser is built once beforehand (once per process in the service).
 
 One decision is a new claim of the shape (the claim controller made it from a template) and a pod that
 uses it: ``PlacementEngine.reserve`` over every node (the DynamicResources filter, best fit on the feasible
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from placement.core.constraints.model import NodeFacts
+from placement.core.dra.cel import compile_selector
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.slices import parse_resource_slice
 from placement.core.pods import PodSpec, pod_spec_from_object
@@ -59,6 +61,9 @@ def build_cluster(nodes: int, seed: int) -> PlacementEngine:
         name = f"node-{number:05d}"
         file = MACHINES[number % 2][0]
         resource_slice = fixture_slice(file, name)
+        for device in resource_slice["spec"]["devices"]:  # each GPU its own UUID, as on real nodes
+            uuid = device["attributes"]["uuid"]["string"]
+            device["attributes"]["uuid"]["string"] = f"{uuid[:-12]}{number:06d}{uuid[-6:]}"
         index.upsert_topology(name, joined_topology(agents[number % 2], resource_slice))
         index.facts.set_node(NodeFacts(name, labels=(("kubernetes.io/hostname", name),)))
         index.dra.set_slice(name, parse_resource_slice(resource_slice))
@@ -72,6 +77,7 @@ def build_cluster(nodes: int, seed: int) -> PlacementEngine:
             claim["status"] = {"allocation": {"devices": {"results": results}}}
             index.dra.set_claim(parse_resource_claim(claim))
     index.dra.set_class("gpu.nvidia.com", parse_device_class(gpu_class()))
+    compile_selector(gpu_class()["spec"]["selectors"][0]["cel"]["expression"])  # the CEL parser, once a process
     return PlacementEngine.over(index)
 
 
