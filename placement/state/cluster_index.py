@@ -750,7 +750,9 @@ class ClusterIndex:
         )
         if not pod.resource_claims:
             return constraints
-        return PodWithDevices(constraints, pod, self.device_choices, self.name_of, self._node_labels, self._cell_id)
+        return PodWithDevices(
+            constraints, pod, self.device_choices, self.name_of, self._node_labels, self._landing_cells
+        )
 
     def _labels_version(self) -> int:
         return self.facts.labels_version
@@ -759,11 +761,11 @@ class ClusterIndex:
         facts = self.facts.node(name)
         return () if facts is None else facts.labels
 
-    def _cell_id(self, slot: int, position: int) -> int | None:
-        node = self._nodes.get(self._slot_names[slot] or "")
-        if node is None or position >= self.numa_cells(slot):
-            return None
-        return int(self.cell_ids[slot, position])
+    def _landing_cells(self, slots: IntArray, positions: IntArray) -> IntArray:
+        """The NUMA cell id at each slot's cell position; -1 where the position is -1 (the pod spans the node)."""
+        ids = self.cell_ids[slots, np.maximum(positions, 0)].astype(np.int64)
+        cells: IntArray = np.where(positions >= 0, ids, -1)
+        return cells
 
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:

@@ -143,7 +143,7 @@ class PodWithDevices:
     choices: DeviceChoices
     node_name: Callable[[int], str | None]
     node_labels: Callable[[str], Labels]
-    cell_id: Callable[[int, int], int | None]  # (slot, landing cell position) -> NUMA cell id
+    landing_cells: Callable[[IntArray, IntArray], IntArray]  # (slots, cell positions) -> NUMA cell ids, -1
     _claims: list[PodClaims | ClaimsUnusable] = field(default_factory=list, compare=False)
 
     def verdict(self, rows: IntArray) -> ConstraintVerdict:
@@ -255,13 +255,7 @@ class PodWithDevices:
         if not unallocated or not len(scores.rows):
             return scores
         answers = self.choices.answers(unallocated)
-        preferred = np.array(
-            [
-                self._preferred_cell(slot, landing)
-                for slot, landing in zip(scores.rows.tolist(), scores.landing_cell.tolist(), strict=True)
-            ],
-            dtype=np.int64,
-        )
+        preferred = self.landing_cells(scores.rows, scores.landing_cell)  # -1: the pod spans the node
         points = np.zeros(len(scores.rows), dtype=np.float64)
         for cell in np.unique(preferred).tolist():
             kept = answers.scores.setdefault(cell, np.full(len(answers.fit), np.nan))
@@ -272,16 +266,9 @@ class PodWithDevices:
                 slot = int(slots[position])
                 node = self.node_name(slot) or ""
                 fit = self.choices.best_fit(node, self.node_labels(node), unallocated, None if cell < 0 else cell)
-                values[position] = kept[slot] = (
-                    100.0 * float(fit.score.total / _TOP_SCORE) if isinstance(fit, BestFit) else 0.0
-                )
+                values[position] = kept[slot] = _points(fit)
             points[mine] = values
         return with_constraint_scores(scores, {DEVICES_PLUGIN: points}, {DEVICES_PLUGIN: DEVICES_WEIGHT})
-
-    def _preferred_cell(self, slot: int, landing: int) -> int:
-        """The NUMA cell id the pod is predicted to land in on ``slot``; -1 when it spans the node."""
-        cell = self.cell_id(slot, landing) if landing >= 0 else None
-        return -1 if cell is None else cell
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class _ValueError(Exception):
 
 # --- Kubernetes quantities ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Quantity:
     """A Kubernetes quantity as an exact number of base units (``81559Mi`` is 85520809984)."""
@@ -623,6 +624,85 @@ def _check(tree: celpy.Expression[Any], scope: frozenset[str]) -> None:
             _check(child, scope)
 
 
+_SIMPLE_STRING = re.compile("'([^'\\\\\\n]*)'|\"([^\"\\\\\\n]*)\"")
+
+
+def _device_reads(tree: celpy.Expression[Any]) -> DeviceReads | None:
+    """What ``tree`` (a checked selector) reads of ``device`` (``DeviceReads``), or None."""
+    found: list[tuple[str, str, str]] = []
+    return _read_summary(found) if _collect_reads(tree, frozenset(), found) else None
+
+
+def _read_summary(found: list[tuple[str, str, str]]) -> DeviceReads:
+    return DeviceReads(
+        driver=any(kind == "driver" for kind, _, _ in found),
+        allow_multiple=any(kind == "allowMultipleAllocations" for kind, _, _ in found),
+        attributes=frozenset((domain, id) for kind, domain, id in found if kind == "attributes"),
+        capacity=frozenset((domain, id) for kind, domain, id in found if kind == "capacity"),
+    )
+
+
+def _collect_reads(tree: celpy.Expression[Any], scope: frozenset[str], found: list[tuple[str, str, str]]) -> bool:
+    """Add each fixed read of ``device`` in ``tree`` to ``found``; False when ``device`` is read otherwise.
+    ``scope`` holds macro and bind variables, which may shadow ``device`` (as in ``_check``)."""
+    if tree.data == "ident":
+        return str(tree.children[0]) != "device" or "device" in scope
+    if "device" not in scope:
+        read = _fixed_read(tree)
+        if read is not None:
+            found.append(read)
+            return True
+    if tree.data == "member_dot_arg":
+        member, name = cast(celpy.Expression[Any], tree.children[0]), str(tree.children[1])
+        arguments = _arguments(tree, 2)
+        if name == "bind" and _identifier(member) == "cel" and len(arguments) == 3:
+            variable = _identifier(arguments[0]) or ""
+            return _collect_reads(arguments[1], scope, found) and _collect_reads(
+                arguments[2], scope | {variable}, found
+            )
+        if name in MACROS and len(arguments) == 2:
+            variable = _identifier(arguments[0]) or ""
+            return _collect_reads(member, scope, found) and _collect_reads(arguments[1], scope | {variable}, found)
+    return all(_collect_reads(child, scope, found) for child in tree.children if isinstance(child, celpy.Expression))
+
+
+def _fixed_read(tree: celpy.Expression[Any]) -> tuple[str, str, str] | None:
+    """``(field, domain, id)`` when ``tree`` is ``device.driver``, ``device.allowMultipleAllocations``, or an
+    attribute or capacity named by literals (``device.attributes['d'].id``, ``device.attributes['d']['id']``)."""
+    if tree.data == "member_dot":
+        member, selected = cast(celpy.Expression[Any], tree.children[0]), str(tree.children[1])
+        if _identifier(member) == "device":
+            return (selected, "", "") if selected in ("driver", "allowMultipleAllocations") else None
+        inner = _unwrapped(member)
+        return _named(inner, selected) if inner.data == "member_index" else None
+    if tree.data == "member_index":
+        inner = _unwrapped(cast(celpy.Expression[Any], tree.children[0]))
+        key = _string_literal(cast(celpy.Expression[Any], tree.children[1]))
+        return _named(inner, key) if inner.data == "member_index" and key is not None else None
+    return None
+
+
+def _named(index: celpy.Expression[Any], id: str) -> tuple[str, str, str] | None:
+    """``device.attributes['domain']`` (or ``capacity``) indexed by ``id``."""
+    base = _unwrapped(cast(celpy.Expression[Any], index.children[0]))
+    if base.data != "member_dot":
+        return None
+    member, selected = cast(celpy.Expression[Any], base.children[0]), str(base.children[1])
+    domain = _string_literal(cast(celpy.Expression[Any], index.children[1]))
+    if _identifier(member) != "device" or selected not in ("attributes", "capacity") or domain is None:
+        return None
+    return (selected, domain, id)
+
+
+def _string_literal(tree: celpy.Expression[Any]) -> str | None:
+    """The value of a plain quoted string literal (no escapes, prefixes or triple quotes); else None."""
+    node = _unwrapped(tree)
+    if node.data != "literal":
+        return None
+    match = _SIMPLE_STRING.fullmatch(str(node.children[0]))
+    return None if match is None else (match.group(1) if match.group(1) is not None else match.group(2))
+
+
 class _Evaluator(Evaluator):
     """cel-python's interpreter plus the ``cel.bind(name, value, body)`` macro (cel-go ext.Bindings).
 
@@ -671,12 +751,36 @@ def _runtime_reason(error: CELEvalError) -> str:
     return _one_line(reason)
 
 
+@dataclass(frozen=True)
+class DeviceReads:
+    """What a selector reads of the device, when it reads only fixed fields: ``device.driver``,
+    ``device.allowMultipleAllocations``, and attributes and capacities named by literal strings
+    (``device.attributes['gpu.nvidia.com'].productName``, ``device.capacity['d']['memory']``, inside
+    ``has()`` too). Two devices equal on these give the selector the same answer."""
+
+    driver: bool = False
+    allow_multiple: bool = False
+    attributes: frozenset[tuple[str, str]] = frozenset()  # (domain, id)
+    capacity: frozenset[tuple[str, str]] = frozenset()
+
+    def union(self, other: DeviceReads) -> DeviceReads:
+        return DeviceReads(
+            self.driver or other.driver,
+            self.allow_multiple or other.allow_multiple,
+            self.attributes | other.attributes,
+            self.capacity | other.capacity,
+        )
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledSelector:
-    """One checked, compiled selector expression; ``matches`` evaluates it for a device."""
+    """One checked, compiled selector expression; ``matches`` evaluates it for a device. ``reads`` is what
+    it reads of the device (``DeviceReads``), None when it reads it in another way (a whole attribute map,
+    a computed key): then only the whole device says what it answers."""
 
     expression: str
     _program: celpy.Runner = field(repr=False)
+    reads: DeviceReads | None = None
 
     def matches(self, device: SelectorDevice) -> bool:
         """True or False for ``device``; a ``SelectorError`` when the expression cannot decide."""
@@ -720,6 +824,7 @@ def compile_selector(expression: str) -> CompiledSelector:
             raise _Unsupported(f"nesting {depth} levels deep (this evaluator stops at {MAX_TREE_DEPTH})")
         _check(ast, frozenset())
         program = environment.program(ast, functions=_FUNCTIONS)
+        reads = _device_reads(ast)
     except _Unsupported as error:
         raise SelectorError(expression, SelectorOutcome.INVALID, f"unsupported: {error}") from None
     except CELParseError as error:
@@ -729,7 +834,7 @@ def compile_selector(expression: str) -> CompiledSelector:
     except Exception as error:  # a cel-python fault must not escape as a raw exception
         reason = _one_line(f"{type(error).__name__}: {error}")
         raise SelectorError(expression, SelectorOutcome.INVALID, reason) from None
-    return CompiledSelector(expression, program)
+    return CompiledSelector(expression, program, reads)
 
 
 def selectors_match(expressions: Iterable[str], device: SelectorDevice) -> bool:

@@ -38,7 +38,15 @@ import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from placement.core.dra.cel import AttributeValue, SelectorDevice, SelectorError, Semver, selectors_match
+from placement.core.dra.cel import (
+    AttributeValue,
+    DeviceReads,
+    SelectorDevice,
+    SelectorError,
+    Semver,
+    compile_selector,
+    selectors_match,
+)
 from placement.core.dra.claims import (
     AllocationMode,
     DeviceClass,
@@ -156,12 +164,49 @@ def _selector_device(driver: str, device: Device) -> SelectorDevice:
     )
 
 
-@functools.lru_cache(maxsize=_KEPT_SELECTIONS)
 def _selectors_keep(selectors: tuple[str, ...], driver: str, device: Device) -> bool:
-    """``selectors_match`` for a device, kept across decisions: the answer depends only on the expressions,
-    the driver and the device's published attributes and capacities (a frozen value; a republished device
-    with other attributes is another key). An error is not kept: it is raised again each time."""
-    return selectors_match(selectors, _selector_device(driver, device))
+    """``selectors_match`` for a device, kept across decisions. The answer depends only on the expressions
+    and what they read of the device: where every selector reads fixed fields only (``cel.DeviceReads``),
+    devices equal on those share one answer (a cluster's GPUs of one model differ only in UUIDs and bus
+    ids, which a class's selectors rarely read); otherwise the whole device (a frozen value: a republished
+    device with other attributes is another key) and the driver are the key. An error is not kept: it is
+    raised again each time."""
+    reads = _selectors_read(selectors)
+    key = (selectors, driver, device) if reads is None else (selectors, _read_values(reads, driver, device))
+    known = _KEPT_ANSWERS.get(key)
+    if known is None:
+        known = selectors_match(selectors, _selector_device(driver, device))
+        if len(_KEPT_ANSWERS) >= _KEPT_SELECTIONS:
+            _KEPT_ANSWERS.clear()
+        _KEPT_ANSWERS[key] = known
+    return known
+
+
+_KEPT_ANSWERS: dict[object, bool] = {}
+_ABSENT = object()  # an attribute or capacity the device does not have (``has()`` tells it apart)
+
+
+@functools.lru_cache(maxsize=1024)
+def _selectors_read(selectors: tuple[str, ...]) -> DeviceReads | None:
+    """What the selectors read together, None when one of them reads the device otherwise."""
+    reads = DeviceReads()
+    for expression in selectors:
+        read = compile_selector(expression).reads
+        if read is None:
+            return None
+        reads = reads.union(read)
+    return reads
+
+
+def _read_values(reads: DeviceReads, driver: str, device: Device) -> tuple[object, ...]:
+    attributes = tuple(device.attribute(domain, id) or _ABSENT for domain, id in sorted(reads.attributes))
+    capacity = tuple(device.capacity_of(domain, id) or _ABSENT for domain, id in sorted(reads.capacity))
+    return (
+        driver if reads.driver else None,
+        device.allow_multiple_allocations if reads.allow_multiple else None,
+        attributes,
+        capacity,
+    )
 
 
 def _selector_value(attribute: Attribute) -> AttributeValue:
