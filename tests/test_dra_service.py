@@ -285,3 +285,18 @@ def test_an_invalid_claim_entry_is_an_invalid_request_over_grpc(cluster: Cluster
         cluster.stub.Filter(pb.FilterRequest(pod_json=json.dumps(pod)))
     assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "spec.resourceClaims[0]" in str(raised.value.details())
+
+
+def test_kept_answers_follow_a_slot_to_its_new_node(cluster: Cluster) -> None:
+    """A node that leaves frees its slot; the node given that slot next is judged afresh, not by the kept
+    answer of the one before."""
+    cluster.claim(gpu_claim("four", 4))
+    assert list(cluster.stub.Filter(pb.FilterRequest(pod_json=_pod("four"))).feasible_nodes) == ["nv", "pcie"]
+    slot = cluster.index.slot_of("pcie")
+    cluster.index.remove_node("pcie")
+    cluster.index.upsert_topology("cpu-only", pcie_node())  # no slice names it: no devices
+    cluster.index.facts.set_node(NodeFacts("cpu-only"))
+    assert cluster.index.slot_of("cpu-only") == slot
+    answer = cluster.stub.Filter(pb.FilterRequest(pod_json=_pod("four")))
+    assert list(answer.feasible_nodes) == ["nv"]
+    assert [list(group.nodes) for group in answer.rejected] == [["cpu-only"]]

@@ -172,7 +172,7 @@ class ClusterIndex:
         # DRA: ResourceSlices, DeviceClasses, ResourceClaims and held devices, and the device choices kept.
         self.dra = DraState(self.lock, gpu_drivers=gpu_drivers)
         self.device_choices = DeviceChoices(
-            self.dra, slot_names=self.slot_names, slot_of=self.slot_of, labels_version=self._labels_version
+            self.dra, slots=self._slots_epoch, slot_of=self.slot_of, labels_version=self._labels_version
         )
         self._allocate(max(1, initial_capacity))
 
@@ -753,6 +753,11 @@ class ClusterIndex:
         return PodWithDevices(
             constraints, pod, self.device_choices, self.name_of, self._node_labels, self._landing_cells
         )
+
+    def _slots_epoch(self) -> tuple[int, int]:
+        """(layout, capacity): what per-slot arrays kept elsewhere must be rebuilt for. A slot that gets
+        another node needs nothing here: attaching it changes the facts' ``labels_version``."""
+        return (self.layout, self._capacity)
 
     def _labels_version(self) -> int:
         return self.facts.labels_version

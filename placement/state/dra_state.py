@@ -194,9 +194,6 @@ class DraState:
             self._refresh_pools()
             return any(pool.devices for pool in self._pools_by_node.get(node, ()))
 
-    def has_devices(self) -> bool:
-        return bool(self._slices)
-
     def node_key(self, node: str, labels: Mapping[str, str]) -> object:
         """What ``node``'s inventory depends on: equal keys, equal inventories (and device choices)."""
         self._refresh_pools()

@@ -20,7 +20,7 @@
 Answers are kept per index slot for each claims shape (the claims' requests and constraints, not their
 names: pods made from one template share them), in ``DeviceChoices``: a decision judges again only the
 slots whose node's devices, holds or topology changed since (``DraState.changed_since``), and every slot
-when the pools, the DeviceClasses, a node's labels or the index's slots changed.
+when the pools, the DeviceClasses, a node's labels or the index's arrays grew.
 """
 
 from __future__ import annotations
@@ -80,18 +80,19 @@ class _SlotAnswers:
 class DeviceChoices:
     """First-fit and best-fit answers, kept per slot for each claims shape; a slot is judged again only when
     its node's devices, holds, labels or topology changed (``DraState.changed_since``), every slot when the
-    pools, the DeviceClasses, any node's labels or the index's slots changed."""
+    pools, the DeviceClasses, any node's labels (a slot given to another node counts) or the index's layout
+    changed."""
 
     def __init__(
         self,
         dra: DraState,
         *,
-        slot_names: Callable[[], tuple[str | None, ...]],
+        slots: Callable[[], tuple[int, int]],
         slot_of: Callable[[str], int | None],
         labels_version: Callable[[], int],
     ) -> None:
         self.dra = dra
-        self._slot_names = slot_names
+        self._slots = slots  # the index's (layout, capacity)
         self._slot_of = slot_of
         self._labels_version = labels_version
         self._answers: dict[object, _SlotAnswers] = {}
@@ -99,14 +100,14 @@ class DeviceChoices:
     def answers(self, claims: tuple[ResourceClaim, ...]) -> _SlotAnswers:
         """The kept answers for ``claims``' shape, brought up to date (call under the index lock)."""
         dra = self.dra
-        names = self._slot_names()
-        epoch = (dra.pools_version, dra.shared_version, dra.classes_version, self._labels_version(), names)
+        slots = self._slots()
+        epoch = (dra.pools_version, dra.shared_version, dra.classes_version, self._labels_version(), slots)
         shape = _shape(claims)
         kept = self._answers.get(shape)
         if kept is None or kept.epoch != epoch:
             if len(self._answers) >= _KEPT_SHAPES:
                 self._answers.clear()
-            kept = self._answers[shape] = _SlotAnswers(epoch, dra.change_count, np.full(len(names), -1, dtype=np.int32))
+            kept = self._answers[shape] = _SlotAnswers(epoch, dra.change_count, np.full(slots[1], -1, dtype=np.int32))
             return kept
         for node in dra.changed_since(kept.stamp):
             slot = self._slot_of(node)
