@@ -13,8 +13,9 @@ agent's own ``Publisher``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,21 @@ def publish_nodes(api: ShimEmulator, kubeconfig: Path, machines: dict[str, NodeT
             metadata, nrt = encode_node_metadata(topology), encode_nrt(topology, node_name=name)
             results = publisher.publish(metadata=metadata, nrt=nrt)
             assert all(r.error is None for r in results), results
+
+
+@contextlib.contextmanager
+def synced_feed(kubeconfig: Path) -> Iterator[tuple[ClusterFeed, ClusterIndex]]:
+    """A cluster feed over the emulated API at ``kubeconfig``, into a fresh index, synced; stopped after."""
+    api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
+    index = ClusterIndex()
+    feed = ClusterFeed(api, index, Reservations(index), watch_timeout_s=1, backoff=Backoff(0.05, 0.1))
+    feed.start()
+    try:
+        assert feed.wait_synced(10)
+        yield feed, index
+    finally:
+        feed.stop()
+        api.close()
 
 
 def pod_object(

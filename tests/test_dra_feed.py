@@ -17,57 +17,35 @@ import pytest
 import yaml
 
 from kubenexus.kube.backoff import Backoff
-from kubenexus.kube.client import KubeClient, connect
 from kubenexus.kube.paths import dra_path
 from placement.cluster.dra_feed import DraFeed
-from placement.cluster.feed import ClusterFeed
-from placement.core.annotations import FIELD_MANAGER
 from placement.core.dra.claims import parse_resource_claim
 from placement.core.dra.pools import DeviceRef
 from placement.core.dra.slices import parse_resource_slice
 from placement.main import UsageError, gpu_drivers
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_state import DraState, Hold
-from placement.state.reservations import Reservations
 from tests.conftest import wait_until
 from tests.dra_cluster import FIXTURES, SLICES, DraEmulator, fixture_slice, gpu_claim
-from tests.shim_cluster import ShimEmulator
+from tests.shim_cluster import ShimEmulator, synced_feed
 from tests.test_shim_deploy import one
 
 NVSWITCH = "alloc_nvswitch_8gpu.yaml"
-
-
-def _feed(emulator: DraEmulator | ShimEmulator, tmp_path: Path) -> tuple[ClusterFeed, ClusterIndex, KubeClient]:
-    api = connect(str(emulator.write_kubeconfig(tmp_path / "kubeconfig")), field_manager=FIELD_MANAGER)
-    index = ClusterIndex()
-    feed = ClusterFeed(api, index, Reservations(index), watch_timeout_s=1, backoff=Backoff(0.05, 0.1))
-    feed.start()
-    return feed, index, api
 
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[tuple[DraEmulator, ClusterIndex]]:
     with DraEmulator() as emulator:
         emulator.put_object(SLICES, fixture_slice(NVSWITCH, "a"))
-        feed, index, api = _feed(emulator, tmp_path)
-        try:
-            assert feed.wait_synced(10)
+        with synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
             yield emulator, index
-        finally:
-            feed.stop()
-            api.close()
 
 
 def test_a_cluster_without_dra_is_synced_and_has_no_devices(tmp_path: Path) -> None:
-    with ShimEmulator() as emulator:  # serves no resource.k8s.io: its discovery answers 404
-        feed, index, api = _feed(emulator, tmp_path)
-        try:
-            assert feed.wait_synced(10)
-            assert not index.dra.served
-            assert index.dra.inventory("h100-a", {}).devices == ()
-        finally:
-            feed.stop()
-            api.close()
+    # The shim emulator serves no resource.k8s.io: its discovery answers 404.
+    with ShimEmulator() as emulator, synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
+        assert not index.dra.served
+        assert index.dra.inventory("h100-a", {}).devices == ()
 
 
 @pytest.mark.slow
@@ -115,14 +93,9 @@ def test_a_cluster_serving_only_v1beta1_is_read_in_that_version(tmp_path: Path) 
     del basic["consumesCounters"]  # its counter set is declared by the fixture's other slice
     with DraEmulator(version="v1beta1") as emulator:
         emulator.put_object(kmock.resource("resource.k8s.io", "v1beta1", "resourceslices"), document)
-        feed, index, api = _feed(emulator, tmp_path)
-        try:
-            assert feed.wait_synced(10)
+        with synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
             (device,) = index.dra.inventory("node-a", {}).devices
             assert device.slice.api_version == "resource.k8s.io/v1beta1"
-        finally:
-            feed.stop()
-            api.close()
 
 
 def test_discovery_that_fails_is_retried_and_the_feed_is_not_synced_meanwhile() -> None:

@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from kubenexus.kube.backoff import Backoff
-from kubenexus.kube.client import connect
 from kubenexus.topology.labels import encode_node_metadata
 from placement.cluster.feed import ClusterFeed
 from placement.cluster.objects import (
@@ -23,7 +21,7 @@ from placement.cluster.objects import (
     node_facts,
     volume_node_affinity,
 )
-from placement.core.annotations import FIELD_MANAGER, RESERVED_NODE_KEY
+from placement.core.annotations import RESERVED_NODE_KEY
 from placement.core.constraints.model import (
     ClaimFacts,
     NodeFacts,
@@ -49,6 +47,7 @@ from tests.shim_cluster import (
     ShimEmulator,
     pod_object,
     publish_nodes,
+    synced_feed,
 )
 from tests.test_shim_deploy import one
 
@@ -284,16 +283,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ShimEmulator, ClusterIndex]]:
     with ShimEmulator() as emulator:
         kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
         publish_nodes(emulator, kubeconfig, {"h100-a": nvswitch_node(), "h100-b": nvswitch_node()})
-        index = ClusterIndex()
-        api = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
-        feed = ClusterFeed(api, index, Reservations(index), watch_timeout_s=1, backoff=Backoff(0.05, 0.1))
-        feed.start()
-        try:
-            assert feed.wait_synced(10)
+        with synced_feed(kubeconfig) as (_, index):
             yield emulator, index
-        finally:
-            feed.stop()
-            api.close()
 
 
 @pytest.mark.slow
