@@ -52,6 +52,12 @@ def test_node_patch_removes_stale_owned_keys_and_never_foreign_ones() -> None:
     }
 
 
+def test_node_patch_keeps_the_rack_label_operators_set_under_our_prefix() -> None:
+    current = {OWNED: "2", "topology.kubenexus.io/rack": "r1", "topology.kubenexus.io/stale": "x"}
+    patch = plan_node_patch(current, {}, desired({OWNED: "2", "topology.kubenexus.io/rack": "r9"}))
+    assert patch == {"metadata": {"labels": {"topology.kubenexus.io/stale": None}}}
+
+
 def test_node_patch_is_none_when_owned_keys_match() -> None:
     current = {OWNED: "2", "example.com/team": "ml"}
     assert plan_node_patch(current, {MODEL: "m"}, desired({OWNED: "2"}, {MODEL: "m"})) is None

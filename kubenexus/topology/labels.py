@@ -30,6 +30,10 @@ GPU_MEMORY_KEY = f"{GPU_PREFIX}memory"  # MiB per GPU, the smallest GPU's
 NVLINK_DOMAIN_KEY = f"{GPU_PREFIX}nvlink-domain"
 FABRIC_CLIQUE_KEY = f"{GPU_PREFIX}fabric-clique"
 MODEL_KEY = f"{TOPOLOGY_PREFIX}model"
+# Set by the cluster's operators, never by the agent: a node's rack (a topology level, docs/gang.md). The
+# agent leaves it alone although it is under a prefix the agent owns.
+RACK_KEY = f"{TOPOLOGY_PREFIX}rack"
+OPERATORS_KEYS = frozenset({RACK_KEY})
 MODEL_ENCODING_KEY = f"{TOPOLOGY_PREFIX}model-encoding"
 
 ENCODING_JSON = "json"
@@ -65,8 +69,9 @@ class NodeMetadata:
 
 
 def is_owned_key(key: str) -> bool:
-    """Whether the agent owns ``key``: it may change or remove only these, never anyone else's."""
-    return key.startswith(OWNED_PREFIXES)
+    """Whether the agent owns ``key``: it may change or remove only these, never anyone else's (nor the
+    operators' keys under its prefixes)."""
+    return key.startswith(OWNED_PREFIXES) and key not in OPERATORS_KEYS
 
 
 def valid_label_value(value: str) -> bool:
