@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
+
 from kubenexus import __version__
 from kubenexus.http_endpoint import HttpEndpoint
 from kubenexus.jsonlog import json_logging
@@ -29,14 +31,23 @@ from kubenexus.topology.model import NodeTopology
 from placement.api.access import DEFAULT_WRITER
 from placement.api.metrics import PlacementMetrics
 from placement.api.server import PlacementServer, ServerOptions, TlsFiles
+from placement.core.domains import DEFAULT_LEVELS, TopologyLevelError, TopologyLevels, parse_topology_levels
 from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
+from placement.core.workload_policies import (
+    DEFAULT_POLICIES,
+    PolicyConfigError,
+    WorkloadPolicies,
+    parse_workload_policies,
+)
 from placement.demo import build_demo_cluster, run_demo
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import CoordinatedGangs
 from placement.shim.flags import add_binder_arguments, add_extender_arguments
 from placement.sim.cli import add_simulate_command
 from placement.state.cluster_index import ClusterIndex
+from placement.state.driver_reservations import DriverReservations
 from placement.state.gangs import DEFAULT_MAX_MEMBERS, GangConfig, GangCoordinator
+from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement")
@@ -113,11 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse a pod group of more members (default: %(default)s, planned in ~0.1 s over 1,000 nodes)",
     )
     serve.add_argument(
+        "--topology-levels",
+        default=DEFAULT_LEVELS.flag_value(),
+        metavar="NAME=KEY[,KEY...][;...]",
+        help="topology levels a pod group may require or prefer to share, nearest first: each a name and the "
+        "node label keys giving a node's domain, the first one present winning (default: %(default)s)",
+    )
+    serve.add_argument(
         "--dra-gpu-drivers",
         default=",".join(NVIDIA_GPU_DRIVERS),
         metavar="NAME[,NAME...]",
         help="DRA drivers whose devices are GPUs, joined to the agent's topology and scored by NVLink and NUMA "
         "(default: %(default)s); other drivers' devices are allocated without topology",
+    )
+    serve.add_argument(
+        "--workload-policies",
+        type=Path,
+        metavar="FILE",
+        help="workload policies (YAML or JSON): score weights, which pods are services, tenants' tiers and "
+        "node pools (default: services spread, batch packed, no tiers; docs/placement.md)",
     )
     serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -184,7 +209,9 @@ async def _serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_event.set)
 
+    policies = workload_policies(args.workload_policies)
     engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args)
+    engine.index.policy_scores.policies = policies
     try:
         metrics = PlacementMetrics(engine)
         if args.metrics_address:
@@ -239,6 +266,34 @@ def gpu_drivers(text: str) -> tuple[str, ...]:
     return names
 
 
+def topology_levels(text: str) -> TopologyLevels:
+    """``--topology-levels``, checked before anything starts; a bad value is a usage error."""
+    try:
+        return parse_topology_levels(text)
+    except TopologyLevelError as error:
+        raise UsageError(f"--topology-levels: {error}") from None
+
+
+def workload_policies(path: Path | None) -> WorkloadPolicies:
+    """``--workload-policies``: the file read and checked before anything starts; a bad one is a usage error."""
+    if path is None:
+        return DEFAULT_POLICIES
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"--workload-policies {path}: cannot read it: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise UsageError(f"--workload-policies {path}: not valid YAML or JSON: {_first_line(error)}") from None
+    try:
+        return parse_workload_policies(document)
+    except PolicyConfigError as error:
+        raise UsageError(f"--workload-policies {path}: {error}") from None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
 def _nothing() -> None:
     return None
 
@@ -276,7 +331,7 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
     from placement.core.annotations import FIELD_MANAGER, LEADER_LABEL  # noqa: PLC0415
 
     try:
-        gang_config = GangConfig(max_members=args.max_gang_members)
+        gang_config = GangConfig(max_members=args.max_gang_members, levels=topology_levels(args.topology_levels))
     except ValueError as error:
         raise UsageError(str(error)) from None
     drivers = gpu_drivers(args.dra_gpu_drivers)
@@ -286,15 +341,8 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         raise StartError(str(error)) from None
     index = ClusterIndex(gpu_drivers=drivers)
     reservations = Reservations(index)
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config))
-    feed = ClusterFeed(
-        api,
-        index,
-        reservations,
-        on_pod=gangs.observe_pod,
-        on_node=gangs.coordinator.observe_node,
-        on_node_removed=gangs.coordinator.forget_node,
-    )
+    nominations = Nominations()
+    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config, nominations=nominations))
     elector = None
     if args.leader_elect:
         try:
@@ -310,6 +358,17 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         gangs=gangs,
         synced=lambda: feed.synced,
         leadership=elector,
+        nominations=nominations,
+        drivers=DriverReservations(index, reservations),
+    )
+    feed = ClusterFeed(
+        api,
+        index,
+        reservations,
+        # The engine's view of pod changes: a bound or deleted preemptor's hold ends, then the gangs'.
+        on_pod=engine.observe_pod,
+        on_node=gangs.coordinator.observe_node,
+        on_node_removed=gangs.coordinator.forget_node,
     )
     feed.start()
     if elector is not None:

@@ -82,14 +82,17 @@ for _format, _check in (("date-time", _is_rfc3339), ("int32", _is_int32), ("int6
     _FORMATS.checks(_format)(_check)
 
 
-def violations(obj: Mapping[str, Any], *, api_version: str, kind: str, oldest: str = "") -> list[str]:
+def violations(obj: Mapping[str, Any], *, api_version: str, kind: str, oldest: str = "", newest: str = "") -> list[str]:
     """Why a real API server would refuse ``obj`` as a ``kind`` of ``api_version``; empty when it would not.
 
     ``api_version`` and ``kind`` come from the request's URL, not from the body: a body claiming another
-    kind is one more violation. ``oldest``: judge by the releases from this one on (a cluster known newer).
+    kind is one more violation. ``oldest``: judge by the releases from this one on (a cluster known newer);
+    ``newest``: up to this one (a cluster known older, e.g. one serving an alpha API a later release removed).
     """
     versions_of: dict[str, list[str]] = {}
-    judging = tuple(v for v in _serving(api_version, kind) if not oldest or _version_tuple(v) >= _version_tuple(oldest))
+    judging = tuple(
+        v for v in _serving(api_version, kind, newest) if not oldest or _version_tuple(v) >= _version_tuple(oldest)
+    )
     if not judging:
         return [f"no schema for {api_version} {kind} in Kubernetes {VERSIONS[-1]}: these checks cannot judge it"]
     for version in judging:
@@ -105,14 +108,15 @@ def violations(obj: Mapping[str, Any], *, api_version: str, kind: str, oldest: s
     return problems
 
 
-def _serving(api_version: str, kind: str) -> tuple[str, ...]:
+def _serving(api_version: str, kind: str, newest: str = "") -> tuple[str, ...]:
     """The releases that serve ``kind`` of ``api_version``: from the first whose schemas have it to the newest
     (an API that arrived later, such as resource.k8s.io/v1 in 1.34, is judged by the releases that serve it);
-    none when the newest does not have it."""
-    having = [version for version in VERSIONS if _validator(version, api_version, kind) is not None]
-    if not having or having[-1] != VERSIONS[-1]:
+    none when the newest (``newest``, else the newest we have) does not have it."""
+    window = tuple(v for v in VERSIONS if not newest or _version_tuple(v) <= _version_tuple(newest))
+    having = [version for version in window if _validator(version, api_version, kind) is not None]
+    if not having or having[-1] != window[-1]:
         return ()
-    return tuple(VERSIONS[VERSIONS.index(having[0]) :])
+    return window[window.index(having[0]) :]
 
 
 def _versions(found: list[str]) -> str:
@@ -154,22 +158,40 @@ def _custom_resource_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
-            if not document or document.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = document["spec"]
-            kind = spec["names"]["kind"]
-            for served in (v for v in spec["versions"] if v.get("served")):
-                api_version = f"{spec['group']}/{served['name']}"
-                schema = structural(served["schema"]["openAPIV3Schema"])
-                schema["properties"] |= {
-                    "apiVersion": {"type": "string", "enum": [api_version]},
-                    "kind": {"type": "string", "enum": [kind]},
-                    "metadata": {"$ref": _OBJECT_META},
-                }
-                schema["$schema"] = _DRAFT
-                schema["$id"] = f"https://kubernetes.io/api/crd/{spec['names']['plural']}/{served['name']}"
-                schemas[(api_version, kind)] = schema
+            if document and document.get("kind") == "CustomResourceDefinition":
+                schemas |= crd_schemas(document)
     return schemas
+
+
+def crd_schemas(document: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the JSON schema of every served version of one CustomResourceDefinition."""
+    schemas: dict[tuple[str, str], dict[str, Any]] = {}
+    spec = document["spec"]
+    kind = spec["names"]["kind"]
+    for served in (v for v in spec["versions"] if v.get("served")):
+        api_version = f"{spec['group']}/{served['name']}"
+        schema = structural(served["schema"]["openAPIV3Schema"])
+        schema["properties"] |= {
+            "apiVersion": {"type": "string", "enum": [api_version]},
+            "kind": {"type": "string", "enum": [kind]},
+            "metadata": {"$ref": _OBJECT_META},
+        }
+        schema["$schema"] = _DRAFT
+        schema["$id"] = f"https://kubernetes.io/api/crd/{spec['group']}/{spec['names']['plural']}/{served['name']}"
+        schemas[(api_version, kind)] = schema
+    return schemas
+
+
+def custom_resource_violations(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Why a real API server would refuse ``obj`` as a custom resource of ``schema`` (from ``crd_schemas``):
+    for CRDs a test installs besides ours (another project's, such as Volcano's PodGroup)."""
+    registry = Resource.from_contents(schema) @ _definitions(VERSIONS[-1])
+    validator = jsonschema.Draft202012Validator(schema, registry=registry, format_checker=_FORMATS)
+    problems = [f"{error.json_path}: {error.message}" for error in validator.iter_errors(obj)]
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        problems += _metadata_problems(metadata)
+    return problems
 
 
 def structural(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ import attrs
 import kmock
 from kmock._internal import parsing as kmock_parsing
 
-from tests.api_conformance import violations
+from tests.api_conformance import custom_resource_violations, violations
 
 NODES = kmock.resource("", "v1", "nodes")
 NRTS = kmock.resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
@@ -108,6 +108,11 @@ class StrictKubernetes(kmock.KubernetesEmulator):
     # The oldest Kubernetes release whose schemas judge the writes ("": every release from OLDEST on); a
     # cluster that serves resource.k8s.io/v1 is 1.34 or newer, and its pods are judged as such.
     oldest_release: str = attrs.field(default="", init=False)
+    # The newest release whose schemas judge the writes ("": up to the newest we have): a cluster serving an
+    # alpha API that a later release removed (scheduling.k8s.io/v1alpha1 Workload, 1.35 only) is that old.
+    newest_release: str = attrs.field(default="", init=False)
+    # Custom resources a test installs besides deploy/crd: (apiVersion, kind) -> schema (crd_schemas).
+    custom_schemas: dict[tuple[str, str], Json] = attrs.field(factory=dict, init=False)
     resource_version: int = attrs.field(default=0, init=False)
     # Every stored change in order, as (resourceVersion, resource, watch event): what a watch resumes from.
     _changes: list[tuple[int, kmock.resource, Json]] = attrs.field(factory=list, init=False)
@@ -272,7 +277,13 @@ class StrictKubernetes(kmock.KubernetesEmulator):
 
     def conform(self, obj: Json, *, api_version: str, kind: str) -> None:
         """Refuse (422) an object a real API server would refuse, and record why."""
-        problems = violations(obj, api_version=api_version, kind=kind, oldest=self.oldest_release)
+        schema = self.custom_schemas.get((api_version, kind))
+        if schema is not None:
+            problems = custom_resource_violations(obj, schema)
+        else:
+            problems = violations(
+                obj, api_version=api_version, kind=kind, oldest=self.oldest_release, newest=self.newest_release
+            )
         if problems:
             name = (obj.get("metadata") or {}).get("name")
             self.violations += (f"{kind} {name!r}: {problem}" for problem in problems)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
+from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 from tests.kube_emulator import Emulator, merge_patch, refusal
 
@@ -51,6 +52,7 @@ PRIORITY_CLASSES = kmock.resource("scheduling.k8s.io", "v1", "priorityclasses")
 CLAIMS = kmock.resource("", "v1", "persistentvolumeclaims")
 VOLUMES = kmock.resource("", "v1", "persistentvolumes")
 STORAGE_CLASSES = kmock.resource("storage.k8s.io", "v1", "storageclasses")
+DISRUPTION_BUDGETS = kmock.resource("policy", "v1", "poddisruptionbudgets")
 # What the feed reads for the constraints: (resource, kind, singular, namespaced).
 _READ_ONLY = (
     (NAMESPACES, "Namespace", "namespace", False),
@@ -58,6 +60,7 @@ _READ_ONLY = (
     (CLAIMS, "PersistentVolumeClaim", "persistentvolumeclaim", True),
     (VOLUMES, "PersistentVolume", "persistentvolume", False),
     (STORAGE_CLASSES, "StorageClass", "storageclass", False),
+    (DISRUPTION_BUDGETS, "PodDisruptionBudget", "poddisruptionbudget", True),
 )
 NAMESPACE = "kubenexus-system"
 
@@ -135,13 +138,19 @@ class ShimEmulator(Emulator):
         ]
 
 
-def publish_nodes(api: ShimEmulator, kubeconfig: Path, machines: dict[str, NodeTopology]) -> None:
-    """The agent's own publishing path: the Node's labels and annotation, and the NRT object."""
+def publish_nodes(
+    api: ShimEmulator,
+    kubeconfig: Path,
+    machines: dict[str, NodeTopology],
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> None:
+    """The agent's own publishing path: the Node's labels and annotation, and the NRT object. ``labels``:
+    more labels per node, as the cloud provider or an operator puts them on the Node (zone, rack)."""
     configuration = client.Configuration()
     config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     with client.ApiClient(configuration) as api_client:
         for name, topology in machines.items():
-            api.add_node(name, {"kubernetes.io/hostname": name})
+            api.add_node(name, {"kubernetes.io/hostname": name, **(labels or {}).get(name, {})})
             nodes = KubeNodeApi(KubeClient(api_client, field_manager=AGENT_FIELD_MANAGER))
             publisher = Publisher(api=nodes, node_name=name)
             metadata, nrt = encode_node_metadata(topology), encode_nrt(topology, node_name=name)
@@ -210,15 +219,8 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.reservations = Reservations(self.index)
-        gangs = CoordinatedGangs(GangCoordinator(self.index, self.reservations))
-        self.feed = ClusterFeed(
-            self.api,
-            self.index,
-            self.reservations,
-            watch_timeout_s=5,
-            backoff=Backoff(0.05, 0.2),
-            on_pod=gangs.observe_pod,
-        )
+        nominations = Nominations()
+        gangs = CoordinatedGangs(GangCoordinator(self.index, self.reservations, nominations=nominations))
         self.elector = LeaderElector(self.api, self.lease)
         # One Lease for the service and its binder here; deployed, each has its own (docs/scheduler.md).
         self.engine = PlacementEngine(
@@ -227,6 +229,18 @@ class Replica:
             gangs=gangs,
             synced=lambda: self.feed.synced,
             leadership=self.elector,
+            nominations=nominations,
+        )
+        self.feed = ClusterFeed(
+            self.api,
+            self.index,
+            self.reservations,
+            watch_timeout_s=5,
+            backoff=Backoff(0.05, 0.2),
+            on_pod=self.engine.observe_pod,  # a bound or deleted preemptor's hold ends, then the gangs' view
+            # As placement.main wires it: the coordinator learns each node's topology domains.
+            on_node=gangs.coordinator.observe_node,
+            on_node_removed=gangs.coordinator.forget_node,
         )
         self._loop = asyncio.new_event_loop()
         self._stopping: asyncio.Event | None = None

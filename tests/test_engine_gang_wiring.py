@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from placement.cluster.feed import ClusterFeed
+from placement.core.domains import DEFAULT_LEVELS, TopologyLevels
 from placement.core.pods import ContainerSpec, PendingPod, PodSpec
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import GangCounts
@@ -45,6 +46,10 @@ class HoldingGangs:
 
     def counts(self) -> GangCounts:
         return GangCounts(permit_timeouts=0, members_dropped=0)
+
+    @property
+    def levels(self) -> TopologyLevels:
+        return DEFAULT_LEVELS
 
 
 @dataclass

@@ -38,9 +38,7 @@ def server(certificates: Path) -> Iterator[RunningServer]:
     index.upsert_topology("h100", nvswitch_node(cells=2, settings=kubelet("single-numa-node", "pod")))
     index.upsert_topology("cpu", cpu_node(cpus_per_cell=16, settings=kubelet("single-numa-node", "pod")))
     tls = TlsFiles(cert=certificates / "server.crt", key=certificates / "server.key", client_ca=certificates / "ca.crt")
-    options = ServerOptions(
-        listen="127.0.0.1:0", tls=tls, writers=WRITERS, admins=frozenset({"admin"}), grace_s=0.5
-    )
+    options = ServerOptions(listen="127.0.0.1:0", tls=tls, writers=WRITERS, admins=frozenset({"admin"}), grace_s=0.5)
     running = RunningServer(PlacementEngine.over(index), options)
     try:
         yield running
@@ -72,12 +70,16 @@ def test_any_authenticated_client_reads_but_only_writers_reserve(server: Running
         lambda: reader.Reserve(pb.ReserveRequest(pod=_pod("p")), timeout=10),
         lambda: reader.Unreserve(pb.UnreserveRequest(pod=pb.PodRef(namespace="ml", name="p")), timeout=10),
         lambda: reader.PlaceGang(pb.PlaceGangRequest(group=pb.PodGroup(name="g", members=[_pod("p")])), timeout=10),
+        # Preempt holds nodes for the preemptor: a write, though it evicts nothing itself.
+        lambda: reader.Preempt(pb.PreemptRequest(pod=_pod("p", gpus=16)), timeout=10),
     ):
         code, message = _refused(call)
         assert code == grpc.StatusCode.PERMISSION_DENIED
         assert "'reader'" in message
     writer = _stub(server, certificates, "kubenexus-scheduler")
     assert writer.Reserve(pb.ReserveRequest(pod=_pod("p")), timeout=10).reserved
+    # A writer is answered (no victims: nothing of lower priority runs), not refused.
+    assert not writer.Preempt(pb.PreemptRequest(pod=_pod("q", gpus=16)), timeout=10).preempted
 
 
 def test_a_reservation_is_released_only_by_its_owner_or_an_admin(server: RunningServer, certificates: Path) -> None:

@@ -70,12 +70,14 @@ def test_reflection_lists_the_services(running: RunningServer) -> None:
     assert methods.stdout.split() == [
         f"kubenexus.placement.v1.Placement.{m}"
         for m in (
+            "CheckEviction",
             "Explain",
             "Filter",
             "GetNodeTopology",
             "ListNodes",
             "PermitStatus",
             "PlaceGang",
+            "Preempt",
             "Reserve",
             "Score",
             "Unreserve",

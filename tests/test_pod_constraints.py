@@ -583,7 +583,9 @@ def _from_message(message: pb.Pod) -> PendingPod:
 
 def test_a_pod_sent_as_a_message_is_the_pod_sent_as_json() -> None:
     from_message, from_json = _from_message(_web_message()), _pending(WEB_POD)
-    assert from_message == from_json
+    # The Pod message carries no ownerReferences: the workload policies read the controller from pod_json.
+    assert from_json.controller == ("ReplicaSet", f"web-{HASH}")
+    assert from_message == dataclasses.replace(from_json, controller=("", ""))
     assert from_message.constraints == WEB_CONSTRAINTS
 
 
@@ -742,6 +744,9 @@ def test_a_bound_pod_is_what_the_inter_pod_plugins_read() -> None:
         host_ports=WEB_CONSTRAINTS.host_ports,
         pod_affinity=WEB_CONSTRAINTS.pod_affinity,
         pod_anti_affinity=WEB_CONSTRAINTS.pod_anti_affinity,
+        workload="Deployment/web",  # its ReplicaSet web-<pod-template-hash> is the Deployment's
+        priority=100000,  # spec.priority: what preemption compares
+        uid="5b0f3f0e-6f1a-4c1e-9c59-0c1f2e3d4a5b",  # how kube-scheduler's extender preemption names a victim
     )
 
 

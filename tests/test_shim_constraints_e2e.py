@@ -112,7 +112,11 @@ def bound_nodes(emulator: ShimEmulator) -> dict[str, str]:
 
 
 def failed_scheduling(emulator: ShimEmulator, name: str) -> list[str]:
-    return [e["message"] for e in emulator.events(name) if e["reason"] == "FailedScheduling"]
+    """The FailedScheduling messages, each as kube-scheduler's FitError reads: without the " preemption: ..."
+    the binder appends, as kube-scheduler does, once it asked for victims (tests/test_preemption_e2e.py)."""
+    return [
+        e["message"].partition(" preemption: ")[0] for e in emulator.events(name) if e["reason"] == "FailedScheduling"
+    ]
 
 
 def test_a_tainted_gpu_node_receives_only_tolerating_pods(cluster: Cluster) -> None:

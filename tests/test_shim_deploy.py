@@ -15,8 +15,10 @@ import yaml
 from kubenexus.kube.lease_flags import DEFAULT_NAMESPACE
 from kubenexus.kube.paths import NRTS_PATH
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, LEADER_LABEL, RESERVED_NODE_KEY
+from placement.core.gang_sources import SOURCE_WORKLOAD
 from placement.main import build_parser
 from placement.shim.flags import SCHEDULER_NAME
+from placement.shim.gang_directory import GROUP_APIS
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 PLACEMENT_DIR = DEPLOY / "placement"
@@ -100,6 +102,16 @@ def test_rbac_grants_what_the_feed_the_binder_and_the_election_use_and_no_more()
         (("resource.k8s.io",), ("resourceclaims/status",)): {"patch"},
         (("",), ("pods",)): {"get", "list", "watch", "patch"},
         (("",), ("pods/binding",)): {"create"},
+        # Preemption: the nomination, the evictions (budgets checked by the API server), the budgets read.
+        (("",), ("pods/status",)): {"patch"},
+        (("",), ("pods/eviction",)): {"create"},
+        (("policy",), ("poddisruptionbudgets",)): {"get", "list", "watch"},
+        # Gang sources: their objects read, their status written (Volcano's through the object).
+        (("scheduling.k8s.io",), ("workloads", "podgroups")): {"get", "list", "watch"},
+        (("scheduling.k8s.io",), ("podgroups/status",)): {"patch"},
+        (("scheduling.x-k8s.io",), ("podgroups",)): {"get", "list", "watch"},
+        (("scheduling.x-k8s.io",), ("podgroups/status",)): {"patch"},
+        (("scheduling.volcano.sh",), ("podgroups",)): {"get", "list", "watch", "patch"},
         (("",), ("events",)): {"create"},
     }
     lease_rules = one("Role")["rules"]
@@ -108,6 +120,24 @@ def test_rbac_grants_what_the_feed_the_binder_and_the_election_use_and_no_more()
     account = one("ServiceAccount")["metadata"]
     for binding in (one("ClusterRoleBinding"), one("RoleBinding")):
         assert [(s["name"], s["namespace"]) for s in binding["subjects"]] == [(account["name"], account["namespace"])]
+
+
+def test_rbac_covers_what_the_binder_reads_and_writes_of_every_gang_api() -> None:
+    """Each API of ``placement.shim.gang_directory`` read (list and watch: its reflector), and its status
+    patched where ``group_status`` writes it: ``<plural>/status`` or, without a status subresource, the
+    object; the Workload API has no status and gets no write."""
+    granted = {
+        (group, resource, verb)
+        for rule in one("ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for api in GROUP_APIS:
+        assert {(api.group, api.plural, "list"), (api.group, api.plural, "watch")} <= granted, api.name
+        status = f"{api.plural}/status" if api.status_subresource else api.plural
+        written = api.source != SOURCE_WORKLOAD
+        assert ((api.group, status, "patch") in granted) == written, api.name
 
 
 def test_pod_patches_are_limited_to_the_keys_the_service_writes() -> None:
@@ -190,7 +220,8 @@ def _mounts(container: str) -> dict[PurePosixPath, str]:
     mounts = {}
     for mount in containers()[container].get("volumeMounts", []):
         assert mount["readOnly"] is True
-        mounts[PurePosixPath(mount["mountPath"])] = volumes[mount["name"]]["secret"]["secretName"]
+        if "secret" in volumes[mount["name"]]:
+            mounts[PurePosixPath(mount["mountPath"])] = volumes[mount["name"]]["secret"]["secretName"]
     return mounts
 
 
@@ -232,7 +263,7 @@ def test_every_certificate_flag_reads_a_mounted_secret_of_the_right_kind() -> No
     assert _secrets_mounted_by("extender") == {extender_tls, client}
     assert _secrets_mounted_by("binder") == {client}
     volumes = one("Deployment")["spec"]["template"]["spec"]["volumes"]
-    assert {v["secret"]["defaultMode"] for v in volumes} == {0o440}
+    assert {v["secret"]["defaultMode"] for v in volumes if "secret" in v} == {0o440}
     pod_security = one("Deployment")["spec"]["template"]["spec"]["securityContext"]
     assert pod_security["fsGroup"] == pod_security["runAsGroup"]  # 0440 files are readable by the group only
 

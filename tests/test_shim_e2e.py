@@ -111,7 +111,11 @@ def test_a_pod_with_an_invalid_policy_gets_an_event_and_stays_pending(cluster: t
     finally:
         leader.kill()
     # No node holds it: kube-scheduler's message shape, a count per reason.
-    assert emulator.events("huge")[0]["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    # Then why no preemption helps, as kube-scheduler appends " preemption: ..." to the message.
+    assert emulator.events("huge")[0]["message"] == (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: pod default/huge (priority 0) fits "
+        "on no node even with every lower-priority pod evicted: too few resources in all"
+    )
     (event,) = emulator.events("bad")
     assert (event["type"], event["reason"]) == ("Warning", "FailedScheduling")
     assert "'tightest'" in event["message"]

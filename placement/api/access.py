@@ -4,9 +4,10 @@
   caller may call every method. This is the demo's and a developer's laptop, never a cluster.
 * Mutual TLS (``--tls-client-ca``): the identity is the Subject CN of the certificate the client
   presented (gRPC verified it against the CA). Any authenticated client may call the read-only
-  methods; ``Reserve``, ``Unreserve`` and ``PlaceGang`` need an identity of ``writers`` (the scheduler
-  shim's). ``Unreserve`` releases only the caller's own reservations, unless the caller is one of
-  ``admins`` (the engine checks the owner; ``PlacementServicer`` says whether the caller may override).
+  methods; ``Reserve``, ``Unreserve``, ``PlaceGang`` and ``Preempt`` (which holds nodes for the
+  preemptor) need an identity of ``writers`` (the scheduler shim's). ``Unreserve`` releases only the
+  caller's own reservations, unless the caller is one of ``admins`` (the engine checks the owner;
+  ``PlacementServicer`` says whether the caller may override).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import grpc
 
 from placement.service.errors import PermissionDenied, Unauthenticated
 
-READ_ONLY_METHODS = frozenset({"Filter", "Score", "Explain", "GetNodeTopology", "ListNodes", "PermitStatus"})
-WRITE_METHODS = frozenset({"Reserve", "Unreserve", "PlaceGang"})
+READ_ONLY_METHODS = frozenset(
+    {"Filter", "Score", "CheckEviction", "Explain", "GetNodeTopology", "ListNodes", "PermitStatus"}
+)
+WRITE_METHODS = frozenset({"Reserve", "Unreserve", "PlaceGang", "Preempt"})
 DEFAULT_WRITER = "kubenexus-scheduler"
 _COMMON_NAME = "x509_common_name"
 

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.dra.pod_claims import PodResourceClaim
+from placement.core.podgroup import DomainConstraint
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
 from placement.core.vocabulary import RejectionKind
 from placement.service.errors import InvalidRequest
@@ -29,6 +30,7 @@ from placement.service.results import (
     GangState,
     PermitOutcome,
     Placement,
+    PreemptOutcome,
     Rejection,
     Rejections,
     ReserveOutcome,
@@ -36,6 +38,7 @@ from placement.service.results import (
 )
 from placement.service.views import NodeSummary, NodeView
 from placement.state.cluster_index import Amount
+from placement.state.eviction_check import EvictionCandidate, EvictionVerdict
 from placement.state.gangs import PermitVerdict
 
 KIND_TO_PB = {
@@ -90,6 +93,7 @@ def _pod(message: pb.Pod) -> PodSpec:
         host_network=message.host_network,
         priority=message.priority if message.HasField("priority") else None,
         priority_class_name=message.priority_class_name,
+        preemption_policy=message.preemption_policy,
         scheduling_gates=tuple(gate.name for gate in message.scheduling_gates),
         overhead=dict(message.overhead),
         claims=tuple(message.persistent_volume_claims),
@@ -140,7 +144,9 @@ def _pod_json(text: str) -> PodSpec:
         raise InvalidRequest(str(error)) from None
 
 
-def decode_pod(request: pb.FilterRequest | pb.ScoreRequest | pb.ReserveRequest | pb.ExplainRequest) -> PodSpec:
+def decode_pod(
+    request: pb.FilterRequest | pb.ScoreRequest | pb.ReserveRequest | pb.ExplainRequest | pb.CheckEvictionRequest,
+) -> PodSpec:
     """The request's pod, from the ``Pod`` message or from ``pod_json``."""
     source = request.WhichOneof("pod_source")
     if source == "pod":
@@ -150,10 +156,42 @@ def decode_pod(request: pb.FilterRequest | pb.ScoreRequest | pb.ReserveRequest |
     raise InvalidRequest("a pod is required: set `pod` or `pod_json`")
 
 
-def decode_gang(request: pb.PlaceGangRequest) -> GangSpec:
+def decode_gang(request: pb.PlaceGangRequest | pb.PreemptRequest) -> GangSpec:
     group = request.group
     members = tuple(_pod(m) for m in group.members) + tuple(_pod_json(m) for m in group.members_json)
-    return GangSpec(group.namespace, group.name, group.min_member, members)
+    topology = tuple(DomainConstraint(c.level, c.required) for c in group.topology)
+    timeout_s = None
+    if group.HasField("schedule_timeout_seconds"):
+        if group.schedule_timeout_seconds < 1:
+            raise InvalidRequest(
+                f"invalid schedule_timeout_seconds {group.schedule_timeout_seconds} for pod group "
+                f"{group.namespace}/{group.name}; accepted: a positive number of seconds"
+            )
+        timeout_s = float(group.schedule_timeout_seconds)
+    return GangSpec(group.namespace, group.name, group.min_member, members, topology, group.source, timeout_s)
+
+
+def decode_preemptor(request: pb.PreemptRequest) -> PodSpec | GangSpec:
+    """The preemptor a Preempt request names: one pod (``pod`` or ``pod_json``) or a group's waiting members."""
+    sources = [name for name in ("pod", "group") if request.HasField(name)] + (["pod_json"] if request.pod_json else [])
+    if len(sources) != 1:
+        named = f"{', '.join(sources)} are set" if sources else "none is set"
+        raise InvalidRequest(f"a preemptor is required: set exactly one of `pod`, `pod_json` or `group` ({named})")
+    if sources == ["group"]:
+        return decode_gang(request)
+    return _pod(request.pod) if sources == ["pod"] else _pod_json(request.pod_json)
+
+
+def decode_eviction_candidates(request: pb.CheckEvictionRequest) -> tuple[EvictionCandidate, ...]:
+    """Each candidate node with its victims; a victim's empty namespace is "default", as in every PodRef."""
+    return tuple(
+        EvictionCandidate(
+            node=candidate.node,
+            victims=tuple((victim.namespace or "default", victim.name) for victim in candidate.victims),
+            victim_uids=tuple(candidate.victim_uids),
+        )
+        for candidate in request.candidates
+    )
 
 
 # --- answers -----------------------------------------------------------------------------------------
@@ -230,6 +268,35 @@ def gang_response(outcome: GangOutcome) -> pb.PlaceGangResponse:
         ],
         placed=outcome.placed,
         min_member=outcome.min_member,
+    )
+
+
+def preempt_response(outcome: PreemptOutcome) -> pb.PreemptResponse:
+    return pb.PreemptResponse(
+        preempted=outcome.preempted,
+        reason=outcome.reason,
+        victims=[
+            pb.Victim(
+                pod=pb.PodRef(namespace=v.namespace, name=v.name), node=v.node, priority=v.priority, pod_group=v.group
+            )
+            for v in outcome.victims
+        ],
+        nominations=[
+            pb.Nomination(pod=pb.PodRef(namespace=namespace, name=name), node=node)
+            for (namespace, name), node in outcome.nominations
+        ],
+        hold_seconds=outcome.hold_s,
+    )
+
+
+def eviction_response(verdicts: Iterable[EvictionVerdict]) -> pb.CheckEvictionResponse:
+    return pb.CheckEvictionResponse(
+        verdicts=[
+            pb.EvictionVerdict(node=v.node, fits=True)
+            if v.refusal is None
+            else pb.EvictionVerdict(node=v.node, fits=False, reason=v.refusal.message, kind=KIND_TO_PB[v.refusal.kind])
+            for v in verdicts
+        ]
     )
 
 

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import GangCounts
-from placement.service.results import Rejections
+from placement.service.results import PreemptOutcome, Rejections
 
 # Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -32,6 +32,17 @@ class PlacementMetrics:
             "kubenexus_placement_rejections",
             "Candidate nodes rejected for a pod, by kind (insufficient-resources, kubelet-topology, intent, ...).",
             ["kind"],
+            registry=self.registry,
+        )
+        self.preemptions = Counter(
+            "kubenexus_placement_preemptions",
+            "Preempt answers, by outcome: preempted (victims chosen, nodes held) or none (nothing may be evicted).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.preemption_victims = Counter(
+            "kubenexus_placement_preemption_victims",
+            "Pods chosen as victims by Preempt answers (each a pod, a gang's members counted one by one).",
             registry=self.registry,
         )
         Gauge(
@@ -64,6 +75,10 @@ class PlacementMetrics:
             tally[group.kind] += len(group.nodes)
         for kind, count in tally.items():
             self.rejections.labels(kind.value).inc(count)
+
+    def count_preemption(self, outcome: PreemptOutcome) -> None:
+        self.preemptions.labels("preempted" if outcome.preempted else "none").inc()
+        self.preemption_victims.inc(len(outcome.victims))
 
 
 class _VerdictCollector(Collector):

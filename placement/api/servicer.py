@@ -2,8 +2,8 @@
 
 Filter and Score run on the event loop's thread: they are a millisecond or two of work that holds the GIL
 throughout, so a hop to a worker thread would only add its own cost (about 0.2 ms a call, measured on a
-minimal Filter). Calls that can take longer (Reserve, PlaceGang, Explain, the views) run on the worker
-pool, and the loop keeps answering health checks meanwhile.
+minimal Filter). Calls that can take longer (Reserve, PlaceGang, Preempt, CheckEviction, Explain, the views) run
+on the worker pool, and the loop keeps answering health checks meanwhile.
 """
 
 from __future__ import annotations
@@ -67,6 +67,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             lambda: self._engine.place_gang(codec.decode_gang(request), request.node_names, caller=caller)
         )
         return codec.gang_response(outcome)
+
+    async def Preempt(self, request: pb.PreemptRequest, context: Context) -> pb.PreemptResponse:
+        caller = caller_of(context)
+        outcome = await self._run(
+            lambda: self._engine.preempt(codec.decode_preemptor(request), request.node_names, caller=caller)
+        )
+        self._metrics.count_preemption(outcome)
+        return codec.preempt_response(outcome)
+
+    async def CheckEviction(self, request: pb.CheckEvictionRequest, context: Context) -> pb.CheckEvictionResponse:
+        pod, candidates = codec.decode_pod(request), codec.decode_eviction_candidates(request)
+        return codec.eviction_response(await self._run(lambda: self._engine.check_eviction(pod, candidates)))
 
     async def PermitStatus(self, request: pb.PermitStatusRequest, context: Context) -> pb.PermitStatusResponse:
         outcome = await self._run(lambda: self._engine.permit_status(request.pod.namespace, request.pod.name))

@@ -1,7 +1,8 @@
 """Feeds the cluster index from the Kubernetes API: Nodes, NodeResourceTopology objects and Pods, and what
 the constraint plugins read besides: Namespaces, PriorityClasses, PersistentVolumeClaims, PersistentVolumes
-and StorageClasses (into ``index.facts``, ``state.scheduling_facts``); and DRA's ResourceSlices,
-DeviceClasses and ResourceClaims where the cluster serves them (``dra_feed``, into ``index.dra``).
+and StorageClasses, and what preemption reads: PodDisruptionBudgets (into ``index.facts``,
+``state.scheduling_facts``); and DRA's ResourceSlices, DeviceClasses and ResourceClaims where the cluster
+serves them (``dra_feed``, into ``index.dra``).
 
 Each resource has one ``kubenexus.kube.reflector.Reflector`` thread (list, then watch with resume, relist
 on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates.
@@ -39,6 +40,7 @@ from kubenexus.kube.paths import (
     NRTS_PATH,
     PERSISTENT_VOLUME_CLAIMS_PATH,
     PERSISTENT_VOLUMES_PATH,
+    POD_DISRUPTION_BUDGETS_PATH,
     PODS_PATH,
     PRIORITY_CLASSES_PATH,
     STORAGE_CLASSES_PATH,
@@ -53,6 +55,7 @@ from placement.cluster.keyed import KeyedObjects
 from placement.cluster.objects import (
     ObjectError,
     claim_source,
+    disruption_budget,
     labels_of,
     node_allocatable,
     node_facts,
@@ -114,6 +117,7 @@ class ClusterFeed:
                 (PERSISTENT_VOLUME_CLAIMS_PATH, self._facts.claims),
                 (PERSISTENT_VOLUMES_PATH, self._facts.volumes),
                 (STORAGE_CLASSES_PATH, self._facts.storage_classes),
+                (POD_DISRUPTION_BUDGETS_PATH, self._facts.budgets),
             )
         )
         self._dra = DraFeed(
@@ -272,7 +276,8 @@ class _TopologyHandler:
 
 
 class _FactsHandler:
-    """Namespaces, PriorityClasses, and claims with their volumes and classes, into the scheduling facts."""
+    """Namespaces, PriorityClasses, claims with their volumes and classes, and PodDisruptionBudgets, into the
+    scheduling facts."""
 
     def __init__(self, facts: SchedulingFacts) -> None:
         self._facts = facts
@@ -281,6 +286,7 @@ class _FactsHandler:
         self.claims = KeyedObjects(self._claim_changed, self._claim_removed, _namespaced_name)
         self.volumes = KeyedObjects(self._volume_changed, facts.remove_volume, _name)
         self.storage_classes = KeyedObjects(self._storage_class_changed, facts.remove_storage_class, _name)
+        self.budgets = KeyedObjects(self._budget_changed, self._budget_removed, _namespaced_name)
 
     def _namespace_changed(self, name: str, obj: Json) -> None:
         _read(name, lambda: self._facts.set_namespace(name, labels_of(obj)))
@@ -303,6 +309,12 @@ class _FactsHandler:
 
     def _storage_class_changed(self, name: str, obj: Json) -> None:
         self._facts.set_storage_class(name, wait_for_first_consumer=waits_for_first_consumer(obj))
+
+    def _budget_changed(self, key: tuple[str, str], obj: Json) -> None:
+        _read("/".join(key), lambda: self._facts.set_disruption_budget(disruption_budget(obj)))
+
+    def _budget_removed(self, key: tuple[str, str]) -> None:
+        self._facts.remove_disruption_budget(*key)
 
 
 class _PodHandler:

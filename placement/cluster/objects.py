@@ -1,5 +1,5 @@
 """API objects read into the scheduling facts: Nodes, Namespaces, PriorityClasses, PersistentVolumeClaims,
-PersistentVolumes and StorageClasses, as kube-scheduler reads them.
+PersistentVolumes, StorageClasses and PodDisruptionBudgets, as kube-scheduler reads them.
 
 Each reader takes the object as the watch delivers it (JSON) and returns model values, or raises
 ``ObjectError`` naming the object and the field: the feed logs it and keeps what it knew. The API server
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from placement.core.constraints.model import (
     Labels,
+    LabelSelector,
     NodeFacts,
     NodeSelectorTerm,
     Operator,
@@ -21,6 +23,8 @@ from placement.core.constraints.model import (
     Taint,
     TaintEffect,
 )
+from placement.core.constraints.selectors import NOTHING, SelectorError, parse_label_selector
+from placement.core.preemption import DisruptionBudget
 from placement.core.quantity import quantity_value
 from placement.state.scheduling_facts import ClaimSource
 
@@ -110,6 +114,53 @@ def volume_node_affinity(obj: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]
 def waits_for_first_consumer(obj: Mapping[str, Any]) -> bool:
     """A StorageClass's ``volumeBindingMode`` is ``WaitForFirstConsumer`` (the default is Immediate)."""
     return obj.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+
+
+def disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
+    """A PodDisruptionBudget (policy/v1) as preemption reads it: its selector, ``status.disruptionsAllowed``
+    and ``status.disruptedPods``. A budget whose status lags its spec (``observedGeneration`` <
+    ``generation``) allows nothing: the Eviction API refuses evictions under it until the disruption
+    controller catches up. A selector that does not parse matches nothing, as upstream."""
+    metadata, spec, status = _part(obj, "metadata"), _part(obj, "spec"), _part(obj, "status")
+    where = f"pod disruption budget {_name(obj)}"
+    allowed = status.get("disruptionsAllowed", 0)
+    if isinstance(allowed, bool) or not isinstance(allowed, int):
+        raise ObjectError(f"{where}: status.disruptionsAllowed {allowed!r} is not an integer")
+    generation, observed = metadata.get("generation"), status.get("observedGeneration")
+    if isinstance(generation, int) and (not isinstance(observed, int) or observed < generation):
+        allowed = 0
+    selector_value = spec.get("selector")
+    if selector_value is None:
+        selector = NOTHING
+    else:
+        raw = _mapping(selector_value, f"{where}: spec.selector")
+        labels = _mapping(raw.get("matchLabels"), f"{where}: spec.selector.matchLabels")
+        model = LabelSelector(
+            match_labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+            match_expressions=_requirements(raw.get("matchExpressions"), f"{where}: spec.selector.matchExpressions"),
+        )
+        try:
+            selector = parse_label_selector(model)
+        except SelectorError:
+            selector = NOTHING
+    disrupted = _mapping(status.get("disruptedPods"), f"{where}: status.disruptedPods")
+    return DisruptionBudget(
+        namespace=str(metadata.get("namespace") or "default"),
+        name=str(metadata.get("name") or ""),
+        selector=selector,
+        disruptions_allowed=allowed,
+        disrupted_pods={
+            str(pod): _epoch(at, f"{where}: status.disruptedPods[{pod!r}]") for pod, at in disrupted.items()
+        },
+    )
+
+
+def _epoch(value: Any, where: str) -> float:
+    """An RFC 3339 time (``metav1.Time``) as seconds since the epoch."""
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ObjectError(f"{where} {value!r} is not an RFC 3339 time") from None
 
 
 def _term(value: Any, where: str) -> NodeSelectorTerm:

@@ -6,6 +6,9 @@ What users write on their pods::
     scheduling.kubenexus.io/numa-anti-affinity-node-id       the NUMA intent (``placement.core.intent``)
     pod-group.scheduling.kubenexus.io/name, .../min-available, scheduling.x-k8s.io/pod-group,
     scheduling.kubenexus.io/gang-numa-spread                 gang membership (``placement.core.podgroup``)
+    pod-group.scheduling.kubenexus.io/required-topology,
+    .../preferred-topology                                   where the members land together: a topology
+                                                             level's name (``placement.core.domains``)
     gpu.scheduling.kubenexus.io/min-memory, .../models       what the pod's GPUs must be
                                                              (``placement.core.gpu_annotations``)
 
@@ -38,6 +41,11 @@ GROUP_NAME_KEY = "pod-group.scheduling.kubenexus.io/name"
 MIN_AVAILABLE_KEY = "pod-group.scheduling.kubenexus.io/min-available"
 SCHEDULER_PLUGINS_KEY = "scheduling.x-k8s.io/pod-group"
 SPREAD_KEY = "scheduling.kubenexus.io/gang-numa-spread"
+# Every member in one domain of the named topology level (or wait), or in the fewest of them; the values
+# are level names: DEFAULT_TOPOLOGY_LEVELS unless ``serve --topology-levels`` configures others.
+REQUIRED_TOPOLOGY_KEY = "pod-group.scheduling.kubenexus.io/required-topology"
+PREFERRED_TOPOLOGY_KEY = "pod-group.scheduling.kubenexus.io/preferred-topology"
+DEFAULT_TOPOLOGY_LEVELS = ("nvlink", "rack", "block", "zone")  # nearest first
 
 ASSIGNED_CELLS_KEY = "numa.scheduling.kubenexus.io/assigned-numa-nodes"
 ASSIGNED_GPUS_KEY = "numa.scheduling.kubenexus.io/assigned-gpus"

@@ -7,6 +7,9 @@ Keys (labels; the spread policy may also be an annotation, which then wins)::
     scheduling.x-k8s.io/pod-group                     scheduler-plugins: the name of a PodGroup object,
                                                       whose spec.minMember gives min-available
     scheduling.kubenexus.io/gang-numa-spread          packed | spread | balanced (default packed)
+    pod-group.scheduling.kubenexus.io/required-topology   a topology level (nvlink | rack | block | zone
+    pod-group.scheduling.kubenexus.io/preferred-topology  unless configured otherwise): every member in
+                                                          one domain of it, or in the fewest
 
 Every operator that lets users label the pods of a job (Job, PyTorchJob, SparkApplication, MPIJob, Ray)
 can form a group without a change of its own: the labels go on the pod templates (docs/gang.md).
@@ -21,13 +24,16 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from placement.core.annotations import (
+    DEFAULT_TOPOLOGY_LEVELS,
     GROUP_NAME_KEY,
     MIN_AVAILABLE_KEY,
+    PREFERRED_TOPOLOGY_KEY,
+    REQUIRED_TOPOLOGY_KEY,
     SCHEDULER_PLUGINS_KEY,
     SPREAD_KEY,
     InvalidValue,
@@ -62,6 +68,19 @@ class GroupRef:
 
 
 @dataclass(frozen=True)
+class DomainConstraint:
+    """Where a gang's members go: all in one domain of a topology level (``required``), or in the fewest.
+
+    ``level`` is a level the service is configured with (``nvlink``, ``rack``, ``block``, ``zone`` by
+    default, each naming the node label keys that say a node's domain) or a node label key itself (what a
+    native PodGroup's ``schedulingConstraints.topology[].key`` gives).
+    """
+
+    level: str
+    required: bool
+
+
+@dataclass(frozen=True)
 class PodGroupSpec:
     """What the service needs from a scheduler-plugins PodGroup object (``scheduling.x-k8s.io``)."""
 
@@ -75,6 +94,7 @@ class Membership:
     group: GroupRef
     min_available: int | None  # None: a scheduler-plugins member whose PodGroup object is not known yet
     spread: SpreadPolicy
+    topology: tuple[DomainConstraint, ...] = ()  # the required-/preferred-topology labels, required first
 
 
 def parse_membership(
@@ -83,19 +103,23 @@ def parse_membership(
     annotations: Mapping[str, str] | None = None,
     *,
     pod_group: PodGroupSpec | None = None,
+    levels: Collection[str] = DEFAULT_TOPOLOGY_LEVELS,
 ) -> Membership | None:
     """The pod's group, or None for a pod outside any group; raises ``PodGroupError`` on invalid values.
 
     ``pod_group`` is the spec of the PodGroup object named by ``scheduling.x-k8s.io/pod-group``, when the
-    caller has it.
+    caller has it. ``levels``: the topology level names the service is configured with (the values the
+    required-/preferred-topology labels accept).
     """
     annotations = annotations or {}
     ours = labels.get(GROUP_NAME_KEY)
     theirs = labels.get(SCHEDULER_PLUGINS_KEY)
     minimum = labels.get(MIN_AVAILABLE_KEY)
     if ours is None and theirs is None:
-        if minimum is not None:
-            raise PodGroupError(MIN_AVAILABLE_KEY, minimum, _MIN_ACCEPTED, f"set without {GROUP_NAME_KEY}")
+        for key in (MIN_AVAILABLE_KEY, REQUIRED_TOPOLOGY_KEY, PREFERRED_TOPOLOGY_KEY):
+            if key in labels:
+                accepted = _MIN_ACCEPTED if key == MIN_AVAILABLE_KEY else _levels_accepted(levels)
+                raise PodGroupError(key, labels[key], accepted, f"set without {GROUP_NAME_KEY}")
         return None
     name = _parse_name(GROUP_NAME_KEY, ours) if ours is not None else None
     plugin_name = _parse_name(SCHEDULER_PLUGINS_KEY, theirs) if theirs is not None else None
@@ -120,6 +144,18 @@ def parse_membership(
         group=GroupRef(namespace or "default", name or plugin_name or ""),
         min_available=min_available,
         spread=SpreadPolicy.PACKED if spread_text is None else parse_spread(spread_text),
+        topology=parse_topology_labels(labels, levels),
+    )
+
+
+def parse_topology_labels(
+    labels: Mapping[str, str], levels: Collection[str] = DEFAULT_TOPOLOGY_LEVELS
+) -> tuple[DomainConstraint, ...]:
+    """The required- and preferred-topology labels (required first); ``PodGroupError`` for an unknown level."""
+    return tuple(
+        DomainConstraint(_parse_level(key, labels[key], levels), key == REQUIRED_TOPOLOGY_KEY)
+        for key in (REQUIRED_TOPOLOGY_KEY, PREFERRED_TOPOLOGY_KEY)
+        if key in labels
     )
 
 
@@ -152,6 +188,16 @@ def parse_spread(value: str) -> SpreadPolicy:
         return SpreadPolicy(value.strip())
     except ValueError:
         raise PodGroupError(SPREAD_KEY, value, " | ".join(p.value for p in SpreadPolicy)) from None
+
+
+def _parse_level(key: str, value: str, levels: Collection[str]) -> str:
+    if value.strip() not in levels:
+        raise PodGroupError(key, value, _levels_accepted(levels), "not a configured topology level")
+    return value.strip()
+
+
+def _levels_accepted(levels: Collection[str]) -> str:
+    return "a topology level: " + " | ".join(levels) if levels else "nothing: no topology level is configured"
 
 
 def _parse_name(key: str, value: str) -> str:

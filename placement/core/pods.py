@@ -8,7 +8,7 @@ requirement annotations (``placement.core.gpu_annotations``), and the scheduling
 validates them: ``placement.core.pod_constraints``).
 A pod the watch shows bound or reserved becomes a ``PodUsage`` (``pod_usage``, ``reserved_usage``) through
 the same conversion of its containers (``pod_model``), plus the placement annotations the service wrote;
-and a ``PlacedPod`` (``placed_pod``): what the constraint plugins read of it.
+and a ``PlacedPod`` (``placed_pod``): what the constraint plugins and preemption read of it.
 
 Every refusal is a ``PodParseError``.
 """
@@ -28,13 +28,17 @@ import numpy as np
 from placement.core.annotations import (
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
+    GROUP_NAME_KEY,
     POLICY_KEY,
     RESERVED_NODE_KEY,
+    SCHEDULER_PLUGINS_KEY,
     InvalidValue,
     parse_ids,
 )
 from placement.core.constraints.model import GpuRequirements, HostPort, PlacedPod, PodConstraints
 from placement.core.dra.pod_claims import PodResourceClaim
+from placement.core.gang_sources import GangSourceError
+from placement.core.gang_sources import group_of as gang_group_of
 from placement.core.gpu_annotations import parse_gpu_requirements
 from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
 from placement.core.pod_constraints import (
@@ -51,6 +55,7 @@ from placement.core.pod_constraints import (
 from placement.core.quantity import quantity_value
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, PodDemand, demand_of
+from placement.core.workload_policies import WORKLOAD_CLASS_KEY, parse_workload_class, workload_key
 
 MAX_CONTAINERS = 256  # per list; bounds the exact model's per-container work on one request
 MAX_AMOUNT = Decimal(2) ** 53  # amounts are float64 in the index: exact below this
@@ -66,6 +71,10 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal,
 _OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
 _CPU_MEMORY = ("cpu", "memory")
 _FINISHED = ("Succeeded", "Failed")
+# spec.preemptionPolicy as core/v1 accepts it; "" (unset) is the API server's default, PreemptLowerPriority.
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+_PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 
 
 class PodParseError(ValueError):
@@ -105,6 +114,7 @@ class PodSpec:
     host_network: bool = False  # the containers' ports are host ports
     priority: int | None = None  # None: not resolved (the API server's Priority admission sets it)
     priority_class_name: str = ""
+    preemption_policy: str = ""  # spec.preemptionPolicy: PreemptLowerPriority (also when "") or Never
     scheduling_gates: tuple[str, ...] = ()
     overhead: Mapping[str, str] = field(default_factory=dict)  # resource name -> quantity
     # The PersistentVolumeClaims its volumes use: persistentVolumeClaim.claimName, and for an ephemeral
@@ -114,6 +124,8 @@ class PodSpec:
     # the claims made for the pod are owned by and reserved for.
     resource_claims: tuple[PodResourceClaim, ...] = ()
     uid: str = ""
+    # metadata.ownerReferences' controller (kind, name): the workload policies spread a service's pods.
+    controller: tuple[str, str] = ("", "")
     # What the request carried, as it carried it (the Pod message's bytes, the pod_json text): the same
     # key for the same pod, so that a validated pod can be kept (``PlacementEngine``); "" when unknown.
     source: str | bytes = field(default="", compare=False, repr=False)
@@ -135,6 +147,8 @@ class PendingPod:
     constraints: PodConstraints = field(default_factory=PodConstraints)
     resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
     uid: str = ""
+    preempt_never: bool = False  # spec.preemptionPolicy Never: it waits rather than evict anyone
+    controller: tuple[str, str] = ("", "")  # (kind, name) of its controlling ownerReference
 
     def sorted_labels(self) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(self.labels.items()))
@@ -149,6 +163,10 @@ class PendingPod:
             host_ports=self.constraints.host_ports,
             pod_affinity=self.constraints.pod_affinity,
             pod_anti_affinity=self.constraints.pod_anti_affinity,
+            priority=self.priority,
+            group=group_of(self.namespace, self.labels),
+            workload=workload_key(*self.controller, self.labels),
+            uid=self.uid,
         )
 
     @property
@@ -203,6 +221,7 @@ def pod_spec_from_object(document: Any) -> PodSpec:
         host_network=_boolean(spec.get("hostNetwork", False), "spec.hostNetwork"),
         priority=_priority(spec.get("priority")),
         priority_class_name=_string(spec.get("priorityClassName", ""), "spec.priorityClassName"),
+        preemption_policy=_string(spec.get("preemptionPolicy") or "", "spec.preemptionPolicy"),
         scheduling_gates=tuple(
             _string(_object(gate, f"spec.schedulingGates[{i}]").get("name", ""), f"spec.schedulingGates[{i}].name")
             for i, gate in enumerate(gates)
@@ -211,7 +230,18 @@ def pod_spec_from_object(document: Any) -> PodSpec:
         claims=_claims(spec.get("volumes"), name),
         resource_claims=_resource_claims(spec.get("resourceClaims"), document.get("status")),
         uid=_string(metadata.get("uid", ""), "metadata.uid"),
+        controller=_controller(metadata.get("ownerReferences")),
     )
+
+
+def _controller(value: Any) -> tuple[str, str]:
+    """(kind, name) of the ownerReference marked ``controller: true`` (the API server allows one), or ("", "")."""
+    for i, entry in enumerate(_list(value, "metadata.ownerReferences")):
+        where = f"metadata.ownerReferences[{i}]"
+        item = _object(entry, where)
+        if item.get("controller") is True:
+            return _string(item.get("kind", ""), f"{where}.kind"), _string(item.get("name", ""), f"{where}.name")
+    return ("", "")
 
 
 def _resource_claims(value: Any, status: Any) -> tuple[PodResourceClaim, ...]:
@@ -337,8 +367,15 @@ def validate_pod(spec: PodSpec) -> PendingPod:
     try:
         intent = parse_pod_intent(spec.annotations, spec.labels)
         gpu = parse_gpu_requirements(spec.annotations)
+        stated_class = spec.annotations.get(WORKLOAD_CLASS_KEY, spec.labels.get(WORKLOAD_CLASS_KEY))
+        if stated_class is not None:
+            parse_workload_class(stated_class)
     except InvalidValue as error:
         raise PodParseError(f"{where}: {error}") from None
+    if spec.preemption_policy and spec.preemption_policy not in _PREEMPTION_POLICIES:
+        raise PodParseError(
+            f"{where}: spec.preemptionPolicy {spec.preemption_policy!r} is not one of {', '.join(_PREEMPTION_POLICIES)}"
+        )
     pod = pod_model(spec, where)
     return PendingPod(
         namespace=namespace,
@@ -351,6 +388,8 @@ def validate_pod(spec: PodSpec) -> PendingPod:
         constraints=_with_gpu_requirements(_constraints(spec, where), gpu, pod),
         resource_claims=_checked_resource_claims(spec.resource_claims, where),
         uid=spec.uid,
+        preempt_never=spec.preemption_policy == PREEMPT_NEVER,
+        controller=spec.controller,
     )
 
 
@@ -625,9 +664,30 @@ def placed_pod(obj: Mapping[str, Any]) -> PlacedPod | None:
             host_ports=_host_ports(spec),
             pod_affinity=pod_affinity,
             pod_anti_affinity=pod_anti_affinity,
+            priority=spec.priority or 0,
+            group=_placed_group(obj, namespace, spec.labels),
+            workload=workload_key(*spec.controller, spec.labels),
+            uid=spec.uid,
         )
     except InvalidField as error:
         raise PodParseError(f"pod {namespace}/{spec.name}: {error}") from None
+
+
+def _placed_group(obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> str:
+    """The group of a placed pod from any of the gang APIs (``gang_sources.group_of``); a pod whose group
+    reference is invalid counts by its labels alone (it was placed all the same)."""
+    try:
+        key = gang_group_of(obj)
+    except GangSourceError:
+        return group_of(namespace, labels)
+    return "" if key is None else str(key.ref)
+
+
+def group_of(namespace: str, labels: Mapping[str, str]) -> str:
+    """``namespace/name`` of the pod group a pod's labels put it in (ours first, then scheduler-plugins'),
+    "" for a pod in none: what preemption evicts together."""
+    name = labels.get(GROUP_NAME_KEY) or labels.get(SCHEDULER_PLUGINS_KEY)
+    return f"{namespace}/{name}" if name else ""
 
 
 def _ids(annotations: Mapping[str, str], key: str, where: str) -> tuple[int, ...]:

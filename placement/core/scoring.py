@@ -124,11 +124,14 @@ CONSTRAINT_COMPONENTS = {
     "PodTopologySpread": "topology-spread",
     "InterPodAffinity": "inter-pod-affinity",
     "DynamicResources": "devices",  # ours: the DRA device choice's score (placement.state.dra_verdicts)
+    # Ours: the workload policies (placement.core.workload_policies, placement.state.workload_scores).
+    "WorkloadAware": "workload",
+    "TenantHardware": "tenant",
 }
 
 
 def with_constraint_scores(
-    scores: Scores, plugin_scores: Mapping[str, FloatArray], plugin_weights: Mapping[str, int]
+    scores: Scores, plugin_scores: Mapping[str, FloatArray], plugin_weights: Mapping[str, float]
 ) -> Scores:
     """``scores`` with kube-scheduler's constraint scores (0..100 per plugin, normalized over ``scores.rows``)
     added as components, at their weights against ``TOPOLOGY_WEIGHT``.

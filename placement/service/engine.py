@@ -10,6 +10,14 @@ Read-only answers (filter, score, explain) take the index lock for their whole c
 ``Reservations.decide``, so they never see a half-applied update. Filter and Score judge afresh only the
 nodes changed since they were last judged for the same pod shape (``state.decision_cache``); Reserve,
 gangs and Explain judge every candidate they are given.
+
+Preemption (``preempt``) decides victims for a pod or a gang that fits nowhere and holds the nominated
+nodes for it (``Nominations``): until the hold ends, Reserve and the gang coordinator keep every other pod
+of priority <= the preemptor's off those nodes. The hold ends when the preemptor is reserved, placed,
+bound or deleted (``observe_pod``, the feed's pod changes), or when it expires.
+
+``check_eviction`` answers kube-scheduler's own preemption (the extender's preempt verb): whether a pod fits
+each node once the victims kube-scheduler chose there are gone. It decides nothing and holds nothing.
 """
 
 from __future__ import annotations
@@ -23,10 +31,13 @@ from typing import Protocol
 
 import numpy as np
 
+from placement.core.annotations import SPREAD_KEY, InvalidValue
 from placement.core.decision import order_of, rank
+from placement.core.domains import DEFAULT_LEVELS, TopologyLevelError, TopologyLevels
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
-from placement.core.pods import PendingPod, PodParseError, PodSpec, validate_pod
+from placement.core.podgroup import DomainConstraint, PodGroupError, SpreadPolicy, parse_spread, parse_topology_labels
+from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
 from placement.core.scoring import combine
 from placement.core.vocabulary import IntArray, Rejected, RejectionKind, demand_of
 from placement.service.errors import (
@@ -45,6 +56,7 @@ from placement.service.results import (
     GangSpec,
     PermitOutcome,
     Placement,
+    PreemptOutcome,
     Rejection,
     Rejections,
     ReserveOutcome,
@@ -57,12 +69,20 @@ from placement.service.views import NodeSummary, NodeView, node_summaries, node_
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.dra_verdicts import choose_devices
+from placement.state.driver_reservations import DriverReservations
+from placement.state.eviction_check import EvictionCandidate, EvictionVerdict, check_eviction
 from placement.state.gangs import GangCoordinator
+from placement.state.nominations import Nominations
+from placement.state.preemption import NoPreemption, find_preemption
 from placement.state.reservations import Decision, Reservations, plan_on_slot
 
 _NO_INTENT = PodIntent()
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
 _HELD = Rejected("held for a waiting pod group (starvation prevention)", RejectionKind.HELD_FOR_GANG)
+# A node held for a preemptor while its victims leave: the kind of a node kept free for someone else.
+_NOMINATED = Rejected(
+    "held for a preempting pod of equal or higher priority while its victims leave", RejectionKind.HELD_FOR_GANG
+)
 MAX_NODE_NAMES = 100_000  # a request naming more candidates than any cluster has is a client bug
 _KEPT_PODS = 256  # validated pods kept by their source (each a few kB)
 
@@ -114,6 +134,10 @@ class PlacementEngine:
     synced: Callable[[], bool] = _always_synced
     leadership: Leadership | None = None  # None: a single replica, always the leader
     clock: Callable[[], float] = time.monotonic  # the reservations' clock: turns their expiry into a TTL
+    # Nodes held for preemptors; share it with the gang coordinator (``over`` does) so gangs respect it too.
+    nominations: Nominations = field(default_factory=Nominations)
+    # Room held for drivers' executors (Spark drivers, Ray heads); None: Reserve decides every pod alone.
+    drivers: DriverReservations | None = None
     _last_synced: float | None = field(default=None, init=False, repr=False)
     _owners: Owners = field(default_factory=Owners, init=False, repr=False)
     verdicts: DecisionCache = field(init=False, repr=False)
@@ -129,8 +153,17 @@ class PlacementEngine:
     def over(cls, index: ClusterIndex, *, synced: Callable[[], bool] = _always_synced) -> PlacementEngine:
         """An engine with default reservations and gang coordinator over ``index`` (demo, tests, main)."""
         reservations = Reservations(index)
-        gangs = CoordinatedGangs(GangCoordinator(index, reservations))
-        return cls(index=index, reservations=reservations, gangs=gangs, synced=synced)
+        nominations = Nominations()
+        gangs = CoordinatedGangs(GangCoordinator(index, reservations, nominations=nominations))
+        drivers = DriverReservations(index, reservations)
+        return cls(
+            index=index,
+            reservations=reservations,
+            gangs=gangs,
+            synced=synced,
+            nominations=nominations,
+            drivers=drivers,
+        )
 
     # --- decisions -----------------------------------------------------------------------------------
 
@@ -187,9 +220,15 @@ class PlacementEngine:
                 open_nodes = set(self.gangs.open_to_backfill(known))
                 rejected += [_rejection(node, _HELD) for node in known if node not in open_nodes]
                 known = [node for node in known if node in open_nodes]
-            decision = self.reservations.decide(pending, known)
+            # Nodes nominated for another preemptor of priority >= this pod's wait for it (kube-scheduler's
+            # nominated pods): their room is being freed for that preemptor.
+            open_nodes = set(self.nominations.open_to(pending.key, pending.priority, known))
+            rejected += [_rejection(node, _NOMINATED) for node in known if node not in open_nodes]
+            known = [node for node in known if node in open_nodes]
+            decision = self._decide(pending, known)
             if decision.node is not None:
                 self._owners.record(pending.key, caller)
+                self.nominations.release(pending.key)
         rejected += [_rejection(node, why) for node, why in decision.rejections().items()]
         return ReserveOutcome(placement=self._placement(decision), rejected=group_rejections(rejected))
 
@@ -275,7 +314,109 @@ class PlacementEngine:
         with self.index.lock:
             for member in members:  # registered: a refused request raised above and recorded nothing
                 self._owners.record(member.key, caller)
+            for placement in outcome.placements:
+                self.nominations.release((placement.namespace, placement.name))
         return outcome
+
+    # --- preemption ----------------------------------------------------------------------------------
+
+    def preempt(self, preemptor: PodSpec | GangSpec, nodes: Sequence[str] = (), *, caller: str = "") -> PreemptOutcome:
+        """Victims whose eviction lets ``preemptor`` (a pod, or a gang's waiting members) in, with the exact
+        plan checked without them; the nominated nodes are held for it. Decides only: evicts nothing.
+
+        ``caller`` is the client asking (the binder); the hold is the preemptor's, whoever asked.
+        """
+        if isinstance(preemptor, GangSpec):
+            pods, constraints, policy = self._gang_preemptors(preemptor)
+        else:
+            pods, constraints, policy = [self._validated(preemptor)], (), SpreadPolicy.PACKED
+        self._require_synced()
+        self._require_leader()
+        pods = [self._with_priority(pod) for pod in pods]
+        candidates = self._candidates(nodes) if nodes else None
+        priority = min(pod.priority for pod in pods)  # a gang's is its lowest member's, as for its victims
+        with self.index.lock:
+            decision = find_preemption(
+                self.index,
+                pods,
+                candidates=candidates,
+                constraints=constraints,
+                policy=policy,
+                # Among otherwise equal candidates, the pods of lower tenant tiers are evicted first.
+                victim_tier=self.index.policy_scores.policies.tenant_tier,
+                levels=self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS,
+            )
+            if isinstance(decision, NoPreemption):
+                return PreemptOutcome(False, decision.reason, (), (), 0.0)
+            hold_s = self.nominations.hold(decision, priority)
+        return PreemptOutcome(True, decision.reason, decision.victims, decision.nominations, hold_s)
+
+    def check_eviction(self, spec: PodSpec, candidates: Sequence[EvictionCandidate]) -> tuple[EvictionVerdict, ...]:
+        """Whether the pod fits each candidate node once that candidate's victims are gone
+        (``state.eviction_check``): kube-scheduler's extender preemption verb asks it. Read-only, so any
+        replica answers, like Filter; reserves, holds and evicts nothing."""
+        if len(candidates) > MAX_NODE_NAMES:
+            raise InvalidRequest(f"{len(candidates)} eviction candidates, more than the {MAX_NODE_NAMES} accepted")
+        for candidate in candidates:
+            if not candidate.node:
+                raise InvalidRequest("every eviction candidate needs a node name")
+            if any(not name for _, name in candidate.victims) or "" in candidate.victim_uids:
+                raise InvalidRequest(f"a victim on node {candidate.node} has no name and no uid; give one of them")
+        pending = self._admit_request(spec)
+        with self.index.lock:
+            return check_eviction(self.index, pending, candidates)
+
+    def observe_pod(self, key: tuple[str, str], usage: PodUsage | None, gone: bool) -> None:
+        """The feed's pod changes (``ClusterFeed(on_pod=...)``): a preemptor bound, finished or deleted
+        needs no node held for it any more; then the gang coordinator's view of the pod."""
+        if usage is not None or gone:
+            self.nominations.release(key)
+        if isinstance(self.gangs, CoordinatedGangs):
+            self.gangs.observe_pod(key, usage, gone)
+
+    def _gang_preemptors(self, group: GangSpec) -> tuple[list[PendingPod], tuple[DomainConstraint, ...], SpreadPolicy]:
+        """A Preempt request's group, validated as PlaceGang validates it: its waiting members, its topology
+        constraints and spread policy (the members' ``SPREAD_KEY``)."""
+        where = f"pod group {group.namespace or 'default'}/{group.name}"
+        if not group.name:
+            raise InvalidRequest("pod group name is required")
+        if not group.members:
+            raise InvalidRequest(f"{where} has no members")
+        members = [self._validated(member) for member in group.members]
+        stated = {
+            text
+            for member in members
+            if (text := member.annotations.get(SPREAD_KEY, member.labels.get(SPREAD_KEY))) is not None
+        }
+        if len(stated) > 1:
+            raise InvalidRequest(f"{where}: members disagree about {SPREAD_KEY}: {', '.join(sorted(stated))}")
+        try:
+            policy = parse_spread(stated.pop()) if stated else SpreadPolicy.PACKED
+        except PodGroupError as error:
+            raise InvalidRequest(f"{where}: {error}") from None
+        levels = self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS
+        topology = group.topology or self._labelled_topology(where, members, levels)
+        for constraint in topology:
+            try:
+                levels.resolve(constraint.level)
+            except TopologyLevelError as error:
+                raise InvalidRequest(f"{where}: {error}") from None
+        return members, topology, policy
+
+    @staticmethod
+    def _labelled_topology(
+        where: str, members: Sequence[PendingPod], levels: TopologyLevels
+    ) -> tuple[DomainConstraint, ...]:
+        """The required-/preferred-topology labels the members agree on, as the coordinator reads them."""
+        stated = set()
+        for member in members:
+            try:
+                stated.add(parse_topology_labels(member.labels, levels.names))
+            except PodGroupError as error:
+                raise InvalidRequest(f"{where}: {error}") from None
+        if len(stated) > 1:
+            raise InvalidRequest(f"{where}: members disagree about their required or preferred topology")
+        return stated.pop() if stated else ()
 
     def permit_status(self, namespace: str, name: str) -> PermitOutcome:
         gangs = self._gangs()
@@ -300,10 +441,14 @@ class PlacementEngine:
         return synced
 
     def tick(self) -> None:
-        """Periodic work, about once a second: expire gang permits and place waiting gangs in queue order.
+        """Periodic work, about once a second: drop expired nominations, expire gang permits and place
+        waiting gangs in queue order.
 
         Only the leader, and only from a synced cache: a follower's or a stale cache's plan could double-book.
         """
+        self.nominations.expire()
+        if self.drivers is not None:
+            self.drivers.sweep()  # a driver gone: its executors' room goes back to the cluster
         if self.gangs is None or not self.is_synced():
             return
         if self.leadership is not None and not self.leadership.is_leader():
@@ -361,6 +506,15 @@ class PlacementEngine:
                 f"{constraints.priority_class_name} was found"
             )
         return pending if value == pending.priority else replace(pending, priority=value)
+
+    def _decide(self, pending: PendingPod, known: list[str]) -> Decision:
+        """Reserve's decision: a driver holds its executors' room, an executor takes it (``drivers``)."""
+        if self.drivers is None:
+            return self.reservations.decide(pending, known)
+        try:
+            return self.drivers.decide(pending, known)
+        except InvalidValue as error:
+            raise InvalidRequest(f"pod {pending.namespace}/{pending.name}: {error}") from None
 
     def _require_synced(self) -> None:
         if not self.is_synced():

@@ -4,6 +4,12 @@ A PlaceGang request's group becomes the members' group labels (when they name no
 sees exactly what a labelled pod shows; its phases become the three states a scheduler acts on. The
 request is registered whole or refused whole (``GangCoordinator.register``): a refused request leaves
 nothing behind for a later tick to reserve.
+
+Groups defined by an object (a Volcano or native PodGroup, a Workload: ``placement.core.gang_sources``)
+reach here by the name the binder gives them (``PodGroupKey.group_name``, a label value) and members that
+carry no group label: they get ours, like any request's. A scheduler-plugins member keeps its label and
+the request's minimum stands for its PodGroup's ``minMember``. A request's ``schedule_timeout_s`` is that
+group's permit timeout.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.domains import TopologyLevels
 from placement.core.podgroup import GroupRef, PodGroupSpec
 from placement.core.pods import PendingPod, PodUsage
 from placement.service.errors import InvalidRequest
@@ -46,6 +53,11 @@ class GangPort(Protocol):
 
     def counts(self) -> GangCounts: ...
 
+    @property
+    def levels(self) -> TopologyLevels:
+        """The cluster's topology levels, which a group's constraints name."""
+        ...
+
 
 class CoordinatedGangs:
     """``GangPort`` over ``placement.state.gangs.GangCoordinator``: a PlaceGang request's group becomes the
@@ -69,7 +81,13 @@ class CoordinatedGangs:
                 labels |= {GROUP_NAME_KEY: group.name, MIN_AVAILABLE_KEY: str(minimum)}
             entries.append((replace(member, labels=labels), pod_group))
         try:
-            self.coordinator.register(GroupRef(namespace, group.name), entries, candidates=nodes)
+            self.coordinator.register(
+                GroupRef(namespace, group.name),
+                entries,
+                candidates=nodes,
+                topology=group.topology,
+                permit_timeout_s=group.schedule_timeout_s,
+            )
         except GangRefused as error:
             raise InvalidRequest(str(error)) from None
         result = self.coordinator.place(namespace, group.name, nodes)
@@ -114,6 +132,10 @@ class CoordinatedGangs:
 
     def tick(self) -> None:
         self.coordinator.tick()
+
+    @property
+    def levels(self) -> TopologyLevels:
+        return self.coordinator.config.levels
 
     def counts(self) -> GangCounts:
         return GangCounts(self.coordinator.permit_timeouts, self.coordinator.members_dropped)

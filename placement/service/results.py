@@ -14,10 +14,12 @@ from typing import Any, NamedTuple
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 from placement.core.dra.allocation import allocation_result
 from placement.core.dra.claims import AllocatedDevice
+from placement.core.podgroup import DomainConstraint
 from placement.core.pods import PendingPod, PodSpec
 from placement.core.vocabulary import PodDemand, RejectionKind
 from placement.state.dra_verdicts import DeviceChoice
 from placement.state.gangs import PermitVerdict
+from placement.state.preemption import Victim
 
 
 class Rejection(NamedTuple):
@@ -200,6 +202,11 @@ class GangSpec:
     name: str
     min_member: int  # 0: every member
     members: tuple[PodSpec, ...]
+    topology: tuple[DomainConstraint, ...] = ()  # where the members must, or should, land together
+    source: str = ""  # the API the group was read from ("": our pod labels), for messages
+    # How long its reserved members may wait to bind (scheduler-plugins' scheduleTimeoutSeconds); None:
+    # the service's permit timeout.
+    schedule_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -218,3 +225,17 @@ class PermitOutcome:
     group: str  # "namespace/name"; "" for a pod outside any group
     ready: int
     min_member: int
+
+
+# --- preemption --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreemptOutcome:
+    """A Preempt answer: the victims to evict and the nodes held for the preemptor, or why there are none."""
+
+    preempted: bool  # victims chosen, the plan checked without them, the nominated nodes held
+    reason: str
+    victims: tuple[Victim, ...]  # a gang's members together, whole
+    nominations: tuple[tuple[tuple[str, str], str], ...]  # ((namespace, name), node) per preemptor
+    hold_s: float  # how long the nominated nodes stay held for the preemptor (0 when not preempted)

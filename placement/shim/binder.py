@@ -19,6 +19,19 @@ Users follow it with ``kubectl describe pod``: ``Scheduled`` (Normal), ``Waiting
 "waiting for pod group ns/name: 3/8 members"), ``FailedScheduling`` (Warning: an invalid annotation, or
 why no node holds the pod). An invalid request leaves the pod pending with its Event until it changes.
 
+When no node holds a pod (Reserve answers not reserved) or a complete group waits for capacity (PlaceGang
+answers WAITING), the binder asks the service to ``Preempt``; a preemption it gets is written by
+``preemptor.Preemptor`` (nominated node, evictions, ``Preempted`` / ``Preempting`` Events). It does not ask
+again for a pod while the service holds its nominated node (``hold_seconds``), nor for
+``PREEMPT_RETRY_S`` after an answer of no preemption; a pod with ``preemptionPolicy: Never`` (any member,
+for a group) is never a preemptor.
+
+Pods are grouped by ``placement.core.gang_sources.group_of``: our labels, scheduler-plugins' label,
+Volcano's annotation, a native PodGroup (``spec.schedulingGroup``) or Workload (``spec.workloadRef``). A
+group defined by an object takes its minimum, timeout and topology from it (``gang_directory``), waits
+while the object is missing, and has its progress written into the object's status (``group_status``);
+a basic-policy group's pods are placed one by one (docs/gang.md, "Gangs from the operators' APIs").
+
 Only the leader of the binder's Lease binds; the others keep their watch warm for a fast takeover.
 """
 
@@ -40,7 +53,6 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import (
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
-    GROUP_NAME_KEY,
     MIN_AVAILABLE_KEY,
     RESERVED_NODE_KEY,
     InvalidValue,
@@ -48,15 +60,22 @@ from placement.core.annotations import (
     parse_ids,
     pod_key,
 )
+from placement.core.gang_sources import SOURCE_OURS, GangSourceError, GroupDefinition, PodGroupKey, group_of
 from placement.shim.claim_writer import ClaimWriteError, ClaimWriter
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import SCHEDULER_NAME
+from placement.shim.gang_directory import GangDirectory, Unresolved
+from placement.shim.group_status import GroupOutcome, GroupStatusWriter
+from placement.shim.preemptor import Preemptor
 
 log = logging.getLogger("kubenexus.placement.binder")
 
 PodKey = tuple[str, str]
 _MESSAGE_REASONS = 8  # reasons an Event names before "and N more"
 _CLAIM_ERRORS: tuple[type[BaseException], ...] = (ClaimWriteError, *API_ERRORS)
+# After an answer of no preemption, how long before the binder asks again for the same pod: choosing
+# victims is the service's costliest decision, and a cluster that had none rarely has some a pass later.
+PREEMPT_RETRY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +116,15 @@ class Binder:
         self._lock = threading.Lock()
         self._pods: dict[PodKey, Json] = {}
         self._said: dict[PodKey, str] = {}  # the last Event message per pod, so a waiting pod is told once
+        # Pod groups defined by objects (placement.core.gang_sources): their definitions, and what the last
+        # pass found for each, written back into the object's status.
+        self._groups = GangDirectory(api, stop=self._stop, watch_timeout_s=watch_timeout_s, on_change=self._wake.set)
+        self._statuses = GroupStatusWriter(api)
+        self._outcomes: dict[PodGroupKey, tuple[GroupOutcome, str]] = {}
+        self._preemptor = Preemptor(api, tell=self._tell)
+        # Preemptors not to ask Preempt for again before this time.monotonic() (their nominated nodes are
+        # held, or the service found no victims a moment ago), with what their Events say meanwhile.
+        self._no_preempt_until: dict[PodKey, tuple[float, str]] = {}
         self._reflector = Reflector(
             api,
             PODS_PATH,
@@ -122,8 +150,11 @@ class Binder:
             if kind == "DELETED":
                 self._pods.pop(key, None)
                 self._said.pop(key, None)
+                self._no_preempt_until.pop(key, None)
             else:
                 self._pods[key] = obj
+                if (obj.get("spec") or {}).get("nodeName"):
+                    self._no_preempt_until.pop(key, None)  # placed: no longer a preemptor
         self._wake.set()
 
     def healthy(self) -> bool:
@@ -141,12 +172,13 @@ class Binder:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        self._groups.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
         self._wake.set()
         self._api.close_streams()
-        for thread in self._threads:
+        for thread in self._threads + self._groups.threads:
             thread.join(timeout_s)
 
     def _loop(self) -> None:
@@ -166,19 +198,39 @@ class Binder:
         """Place and bind every pending pod once: lone pods, then pod groups."""
         with self._lock:
             pods = list(self._pods.values())
-        groups: dict[PodKey, list[Json]] = {}
+        groups: dict[PodGroupKey, list[Json]] = {}
         lone: list[Json] = []
         for pod in pods:
-            group = _labels(pod).get(GROUP_NAME_KEY)
-            if group:
-                groups.setdefault((pod_key(pod)[0], group), []).append(pod)
+            try:
+                key = group_of(pod)
+            except GangSourceError as error:
+                if _schedulable(pod):
+                    self._tell(pod, "Warning", "FailedScheduling", str(error))
+                continue
+            if key is not None:
+                groups.setdefault(key, []).append(pod)
             elif _schedulable(pod):
                 lone.append(pod)
+        gangs: list[tuple[GroupDefinition, list[Json]]] = []
+        for key, members in groups.items():
+            definition = self._definition(key, members)
+            if isinstance(definition, Unresolved):
+                kind, reason = "Normal", "WaitingForPodGroup"
+                if definition.warning:
+                    kind, reason = "Warning", "FailedScheduling"
+                for pod in filter(_schedulable, members):
+                    self._tell(pod, kind, reason, definition.message)
+            elif definition.gang:
+                gangs.append((definition, members))
+            else:
+                lone += filter(_schedulable, members)  # a basic policy: each pod on its own
         for pod in sorted(lone, key=_queue_order):
             self._schedule_one(pod)
-        for (namespace, group), members in sorted(groups.items(), key=lambda item: _group_order(*item)):
+        self._outcomes = {key: self._outcomes[key] for key in groups if key in self._outcomes}
+        for definition, members in sorted(gangs, key=lambda item: _group_order(item[0].key, item[1])):
             if any(_schedulable(member) for member in members):
-                self._schedule_group(namespace, group, members)
+                self._schedule_group(definition, members)
+            self._report(definition, members)
 
     def _schedule_one(self, pod: Json) -> None:
         if _annotations(pod).get(RESERVED_NODE_KEY):
@@ -190,20 +242,35 @@ class Binder:
             self._refused(pod, error)
             return
         if not answer.reserved:
-            self._tell(pod, "Warning", "FailedScheduling", _no_node_message(answer.rejected))
+            preemption = self._preempt([pod], lambda: self._service.preempt(pod, []))
+            self._tell(pod, "Warning", "FailedScheduling", _no_node_message(answer.rejected) + preemption)
             return
         assignment = _assignment(pod, answer.placement)
         if self._allocate_claims([assignment]) and self._reserve_all([assignment]):
             self._bind_all([assignment])
 
-    def _schedule_group(self, namespace: str, group: str, members: list[Json]) -> None:
+    def _definition(self, key: PodGroupKey, members: Sequence[Json]) -> GroupDefinition | Unresolved:
+        """The group's definition: from its object, or for our labels from its members' min-available."""
+        if key.source != SOURCE_OURS:
+            return self._groups.definition(key)
+        minimum = _min_available(members)
+        return Unresolved(minimum, warning=True) if isinstance(minimum, str) else GroupDefinition(key, minimum)
+
+    def _report(self, definition: GroupDefinition, members: Sequence[Json]) -> None:
+        """Write the group's progress into its object's status (``group_status``), where it has one."""
+        key = definition.key
+        if key.source == SOURCE_OURS:
+            return
+        if not any(_schedulable(member) for member in members) and sum(map(_bound, members)) >= definition.min_member:
+            self._outcomes[key] = (GroupOutcome.PLACED, "")
+        outcome, message = self._outcomes.get(key, (GroupOutcome.WAITING_FOR_MEMBERS, ""))
+        self._statuses.observe(definition, self._groups.current(key), members, outcome, message)
+
+    def _schedule_group(self, definition: GroupDefinition, members: list[Json]) -> None:
+        namespace, group = definition.key.namespace, definition.key.group_name
         pending = [member for member in members if _schedulable(member)]
         bound = sum(1 for member in members if _bound(member))
-        minimum = _min_available(members)
-        if isinstance(minimum, str):
-            for pod in pending:
-                self._tell(pod, "Warning", "FailedScheduling", minimum)
-            return
+        minimum = definition.min_member
         reserved = [pod for pod in pending if _annotations(pod).get(RESERVED_NODE_KEY)]
         if reserved and len(reserved) == len(pending):
             self._resume(reserved)  # an earlier leader's complete reservation
@@ -216,18 +283,37 @@ class Binder:
             return
         present = bound + len(pending)
         if present < minimum:
-            message = f"waiting for pod group {namespace}/{group}: {present}/{minimum} members"
+            message = f"waiting for pod group {definition.key.object_name}: {present}/{minimum} members"
+            self._outcomes[definition.key] = (GroupOutcome.WAITING_FOR_MEMBERS, message)
             for pod in pending:
                 self._tell(pod, "Normal", "WaitingForPodGroup", message)
             return
         try:
-            answer = self._service.place_gang(namespace, group, max(0, minimum - bound), pending)
+            answer = self._service.place_gang(
+                namespace,
+                group,
+                max(0, minimum - bound),
+                pending,
+                source=definition.source,
+                topology=definition.topology,
+                timeout_s=definition.timeout_s,
+            )
         except ServiceError as error:
             for pod in pending:
                 self._refused(pod, error)
             return
         if answer.state != pb.GANG_STATE_PLACED:
             reason = answer.reason or f"waiting for pod group {namespace}/{group}: {answer.placed}/{minimum}"
+            self._outcomes[definition.key] = (GroupOutcome.UNSCHEDULABLE, reason)
+            if answer.state == pb.GANG_STATE_WAITING:
+                # Every member is present (checked above): the group waits for room, which victims may free.
+                needed = max(0, minimum - bound)
+                reason += self._preempt(
+                    pending,
+                    lambda: self._service.preempt_gang(
+                        namespace, group, needed, pending, source=definition.source, topology=definition.topology
+                    ),
+                )
             for pod in pending:
                 self._tell(pod, "Normal", "WaitingForPodGroup", reason)
             return
@@ -238,7 +324,48 @@ class Binder:
             if (m.pod.namespace or "default", m.pod.name) in by_key
         ]
         if self._allocate_claims(assignments) and self._reserve_all(assignments):
+            self._outcomes[definition.key] = (GroupOutcome.PLACED, answer.reason)
             self._bind_all(assignments)
+
+    # --- preemption -----------------------------------------------------------------------------------
+
+    def _preempt(self, pods: Sequence[Json], ask: Callable[[], pb.PreemptResponse]) -> str:
+        """Ask the service for victims that make room for ``pods`` (one pod, or a group's waiting members)
+        and write what it decided; not while their nomination holds or soon after an answer of no.
+
+        Returns what the pods' waiting Event adds, as kube-scheduler's FailedScheduling message adds it
+        (" preemption: ..."); "" when the service could not be asked."""
+        keys = [pod_key(pod) for pod in pods]
+        now = time.monotonic()
+        remembered = [self._no_preempt_until[key] for key in keys if key in self._no_preempt_until]
+        if remembered and max(until for until, _ in remembered) > now:
+            return max(remembered)[1]
+        if any((pod.get("spec") or {}).get("preemptionPolicy") == "Never" for pod in pods):
+            return " preemption: not eligible due to preemptionPolicy=Never."
+        try:
+            answer = ask()
+        except ServiceError as error:
+            log.warning("preemption request failed", extra={"pods": [_name(pod) for pod in pods], "error": str(error)})
+            return ""
+        if answer.preempted:
+            nodes = ", ".join(sorted({n.node for n in answer.nominations}))
+            note = f" preemption: waiting for the preempted pods to leave nominated node(s) {nodes}."
+            carried = self._preemptor.carry_out(answer, {pod_key(pod): pod for pod in pods})
+            log.info(
+                "preempted",
+                extra={
+                    "pods": [_name(pod) for pod in pods],
+                    "evicted": ["/".join(key) for key in carried.evicted],
+                    "blocked": carried.blocked,
+                },
+            )
+        else:
+            note = f" preemption: {answer.reason}"
+            log.info("no preemption", extra={"pods": [_name(pod) for pod in pods], "reason": answer.reason})
+        until = now + (answer.hold_seconds if answer.preempted else PREEMPT_RETRY_S)
+        for key in keys:
+            self._no_preempt_until[key] = (until, note)
+        return note
 
     # --- the two phases -------------------------------------------------------------------------------
 
@@ -474,7 +601,7 @@ def _queue_order(pod: Mapping[str, Any]) -> tuple[int, str, str]:
     return (-priority if isinstance(priority, int) else 0, str(created), _name(pod))
 
 
-def _group_order(key: PodKey, members: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, str, str], PodKey]:
+def _group_order(key: PodGroupKey, members: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, str, str], PodGroupKey]:
     """Groups in the order of their first member in ``_queue_order``."""
     return (min(_queue_order(member) for member in members), key)
 

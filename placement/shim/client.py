@@ -18,6 +18,7 @@ import grpc
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
+from placement.core.podgroup import DomainConstraint
 
 DEFAULT_DEADLINE_S = 5.0
 
@@ -91,12 +92,68 @@ class PlacementClient:
         return answer.released
 
     def place_gang(
-        self, namespace: str, name: str, min_member: int, members: Sequence[Mapping[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        min_member: int,
+        members: Sequence[Mapping[str, Any]],
+        *,
+        source: str = "",
+        topology: Sequence[DomainConstraint] = (),
+        timeout_s: float | None = None,
     ) -> pb.PlaceGangResponse:
+        """Place the group's ``members`` all at once; ``source``, ``topology`` and ``timeout_s`` (how long
+        its reserved members may wait to bind) come from the group's object, when it has one."""
         group = pb.PodGroup(
-            namespace=namespace, name=name, min_member=min_member, members_json=[_json(m) for m in members]
+            namespace=namespace,
+            name=name,
+            min_member=min_member,
+            members_json=[_json(m) for m in members],
+            source=source,
+            topology=[pb.TopologyConstraint(level=c.level, required=c.required) for c in topology],
         )
+        if timeout_s is not None:
+            group.schedule_timeout_seconds = max(1, round(timeout_s))
         answer: pb.PlaceGangResponse = self._call(self._stub.PlaceGang, pb.PlaceGangRequest(group=group))
+        return answer
+
+    def preempt(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.PreemptResponse:
+        """Victims whose eviction would let the lone ``pod`` in (chosen and held by the service, evicted by no one)."""
+        answer: pb.PreemptResponse = self._call(
+            self._stub.Preempt, pb.PreemptRequest(pod_json=_json(pod), node_names=nodes)
+        )
+        return answer
+
+    def preempt_gang(
+        self,
+        namespace: str,
+        name: str,
+        min_member: int,
+        members: Sequence[Mapping[str, Any]],
+        *,
+        source: str = "",
+        topology: Sequence[DomainConstraint] = (),
+    ) -> pb.PreemptResponse:
+        """Victims whose eviction would let the group's waiting ``members`` in, all of them at once, within
+        the group's ``topology`` constraints (from its object, when it has one)."""
+        group = pb.PodGroup(
+            namespace=namespace,
+            name=name,
+            min_member=min_member,
+            members_json=[_json(m) for m in members],
+            source=source,
+            topology=[pb.TopologyConstraint(level=c.level, required=c.required) for c in topology],
+        )
+        answer: pb.PreemptResponse = self._call(self._stub.Preempt, pb.PreemptRequest(group=group))
+        return answer
+
+    def check_eviction(
+        self, pod: Mapping[str, Any], candidates: Sequence[pb.EvictionCandidate]
+    ) -> pb.CheckEvictionResponse:
+        """Whether ``pod`` fits each candidate node once that candidate's victims are gone; read-only."""
+        answer: pb.CheckEvictionResponse = self._call(
+            self._stub.CheckEviction, pb.CheckEvictionRequest(pod_json=_json(pod), candidates=candidates)
+        )
         return answer
 
     def _call(self, method: Any, request: Any) -> Any:

@@ -1,4 +1,4 @@
-"""A kube-scheduler HTTP extender over the placement service: ``filter``, ``prioritize``, ``bind``.
+"""A kube-scheduler HTTP extender over the placement service: ``filter``, ``prioritize``, ``preempt``, ``bind``.
 
 kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extender/v1``):
 
@@ -10,6 +10,17 @@ kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extende
   resources is merely *failed*: preemption may free it.
 * ``prioritize``: ExtenderArgs -> HostPriorityList ``[{Host, Score}]``, the service's 0..100 scaled to
   the extender range 0..10 (kube-scheduler multiplies by the configured weight and rescales).
+* ``preempt``: ExtenderPreemptionArgs ``{Pod, NodeNameToVictims, NodeNameToMetaVictims}`` ->
+  ExtenderPreemptionResult ``{NodeNameToMetaVictims}``. kube-scheduler has chosen victims on each candidate
+  node by its own model (kubernetes pkg/scheduler/framework/preemption/preemption.go ``callExtenders``,
+  pkg/scheduler/extender.go ``ProcessPreemption``); the extender keeps only the nodes where the service's
+  exact model (``CheckEviction``: the kubelet's NUMA admission, the device plugin's GPU choice) lets the pod
+  in once those victims are gone, their victims unchanged, and drops the others, so kube-scheduler never
+  evicts for room the kubelet would still refuse. With ``nodeCacheCapable: true`` the victims come as
+  ``{Pods: [{UID}], NumPDBViolations}``; full pods (``NodeNameToVictims``) are read too. The answer is
+  always MetaVictims (UIDs), as kube-scheduler expects. A node with no victims is dropped (kube-scheduler
+  refuses such an answer: "expected at least one victim pod on node"). The service unreachable: a 503, so
+  kube-scheduler's preemption fails this cycle rather than evict unchecked (``ignorable: false``).
 * ``bind``: ExtenderBindingArgs ``{PodName, PodNamespace, PodUID, Node}`` -> ExtenderBindingResult
   ``{Error}``. The extender reserves the pod on that node (its NUMA cells and GPUs), records the
   placement on the pod as the binder does (``placement.shim.binder``), and binds it. A member of a pod
@@ -76,7 +87,7 @@ class _Group:
 
 
 class Extender:
-    """The three verbs as plain methods (decoded JSON in, JSON out); ``serve`` puts them on HTTP."""
+    """The four verbs as plain methods (decoded JSON in, JSON out); ``serve`` puts them on HTTP."""
 
     def __init__(
         self,
@@ -127,6 +138,36 @@ class Extender:
             raise RuntimeError(str(error)) from None
         scores = dict(zip(answer.nodes, answer.scores, strict=True))
         return [{"Host": name, "Score": scaled_score(scores.get(name, 0.0))} for name in names]
+
+    def preempt(self, args: Json) -> Json:
+        pod, victims = _preemption_args(args)
+        candidates = [
+            pb.EvictionCandidate(node=node, victim_uids=[v["UID"] for v in meta["Pods"]])
+            for node, meta in victims.items()
+            if meta["Pods"]
+        ]
+        if not candidates:
+            return {"NodeNameToMetaVictims": {}}
+        try:
+            answer = self._service.check_eviction(pod, candidates)
+        except ServiceError as error:
+            # ExtenderPreemptionResult has no error field: a non-200 fails kube-scheduler's preemption.
+            raise RuntimeError(str(error)) from None
+        kept: dict[str, Json] = {}
+        for verdict in answer.verdicts:
+            if verdict.fits:
+                kept[verdict.node] = victims[verdict.node]
+                continue
+            metadata = pod.get("metadata") or {}
+            log.info(
+                "preemption candidate dropped",
+                extra={
+                    "pod": f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}",
+                    "node": verdict.node,
+                    "reason": verdict.reason,
+                },
+            )
+        return {"NodeNameToMetaVictims": kept}
 
     def bind(self, args: Json) -> Json:
         namespace, name, node = _binding_args(args)
@@ -250,6 +291,43 @@ def _extender_args(args: Json) -> tuple[Json, list[str]]:
     return pod, names
 
 
+def _preemption_args(args: Json) -> tuple[Json, dict[str, Json]]:
+    """The pod and, per candidate node, its victims as MetaVictims ``{Pods: [{UID}], NumPDBViolations}``: what
+    kube-scheduler sends with ``nodeCacheCapable: true``, or made from the full pods it sends without."""
+    pod = args.get("Pod")
+    if not isinstance(pod, dict):
+        raise BadRequest("ExtenderPreemptionArgs.Pod must be a Pod object")
+    meta = args.get("NodeNameToMetaVictims")
+    field = "NodeNameToMetaVictims" if meta is not None else "NodeNameToVictims"
+    nodes = args.get(field)
+    if nodes is None:
+        return pod, {}
+    if not isinstance(nodes, dict):
+        raise BadRequest(f"ExtenderPreemptionArgs.{field} must map node names to victims")
+    victims: dict[str, Json] = {}
+    for node, found in nodes.items():
+        where = f"the victims on node {node!r}"
+        if not node or not isinstance(found, dict) or not isinstance(found.get("Pods") or [], list):
+            raise BadRequest(f"{where} must be {{Pods: [...], NumPDBViolations: n}}")
+        violations = found.get("NumPDBViolations") or 0
+        if not isinstance(violations, int) or isinstance(violations, bool):
+            raise BadRequest(f"{where}: NumPDBViolations must be an integer")
+        uids = [_victim_uid(victim, where, full=meta is None) for victim in found.get("Pods") or []]
+        victims[node] = {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+    return pod, victims
+
+
+def _victim_uid(victim: Any, where: str, *, full: bool) -> str:
+    """A victim's UID: a MetaPod's ``UID``, or a full Pod's ``metadata.uid``."""
+    uid: Any = None
+    if isinstance(victim, dict):
+        uid = (victim.get("metadata") or {}).get("uid") if full else victim.get("UID")
+    if not isinstance(uid, str) or not uid:
+        shape = "a Pod with metadata.uid" if full else "{UID: <pod uid>}"
+        raise BadRequest(f"{where}: every victim must be {shape}")
+    return uid
+
+
 def _binding_args(args: Json) -> tuple[str, str, str]:
     values = [args.get(key) for key in ("PodNamespace", "PodName", "Node")]
     if not all(isinstance(v, str) and v for v in values):
@@ -268,6 +346,7 @@ def serve(
     routes: dict[str, Callable[[Json], Any]] = {
         f"{prefix}/filter": extender.filter,
         f"{prefix}/prioritize": extender.prioritize,
+        f"{prefix}/preempt": extender.preempt,
         f"{prefix}/bind": extender.bind,
     }
 
@@ -278,7 +357,7 @@ def serve(
             route = routes.get(self.path.split("?", 1)[0])
             if route is None:
                 self._answer(
-                    HTTPStatus.NOT_FOUND, {"error": f"no such verb {self.path}; POST filter, prioritize, bind"}
+                    HTTPStatus.NOT_FOUND, {"error": f"no such verb {self.path}; POST filter, prioritize, preempt, bind"}
                 )
                 return
             try:
@@ -291,7 +370,7 @@ def serve(
                 self._answer(HTTPStatus.OK, route(body))
             except (BadRequest, ValueError) as error:
                 self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
-            except RuntimeError as error:  # prioritize: the service refused
+            except RuntimeError as error:  # prioritize, preempt: the service refused
                 self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error)})
             except API_ERRORS as error:  # the API server, reading the pod to bind
                 self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": describe(error)})

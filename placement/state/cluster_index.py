@@ -34,7 +34,7 @@ holds the lock for the whole decision, so no other decision or update interleave
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
@@ -70,10 +70,12 @@ from placement.core.vocabulary import (
     ScopeCode,
     is_memory_resource,
 )
+from placement.core.workload_policies import DEFAULT_POLICIES, WorkloadPolicies
 from placement.state.dra_state import DraState
 from placement.state.dra_verdicts import DeviceChoices, PodWithDevices
 from placement.state.scheduling_facts import SchedulingFacts
 from placement.state.workload import WorkloadModel
+from placement.state.workload_scores import PolicyScores
 
 _MILLI = 1000.0
 _POLICY_NAMES = {int(code): name for name, code in POLICY_CODES.items()}
@@ -128,6 +130,19 @@ class _PodEntry:
     accounted: bool = False  # a report's availability already includes it
 
 
+@dataclass(frozen=True)
+class _FreeState:
+    """One node's free arrays as charging its pods leaves them (``ClusterIndex._free_state``)."""
+
+    cell_free: FloatArray  # [R, K]
+    node_free: FloatArray  # [R]
+    claimed: BoolArray  # [K]
+    isolated: BoolArray  # [K]
+    memory_group: MemoryGroupArray  # [K]
+    gpu_share_free: float
+    gpu_left: list[float]  # thousandths left per healthy GPU, by index
+
+
 @dataclass
 class _Node:
     name: str
@@ -146,6 +161,7 @@ class ClusterIndex:
         initial_capacity: int = 64,
         workload: WorkloadModel | None = None,
         gpu_drivers: Sequence[str] = NVIDIA_GPU_DRIVERS,
+        policies: WorkloadPolicies = DEFAULT_POLICIES,
     ) -> None:
         self.lock = threading.RLock()
         # Bumped by every change to nodes or pods: a verdict computed at one count holds while it stands.
@@ -169,6 +185,8 @@ class ClusterIndex:
         # What the constraint plugins read (labels, taints, placed pods, ...), in step with the slots.
         self.facts = SchedulingFacts(self.lock)
         self._constraint_cache = ConstraintCache()
+        # The workload policies' score components (services spread, batch packed, tenants' pools).
+        self.policy_scores = PolicyScores(policies, self.facts)
         # DRA: ResourceSlices, DeviceClasses, ResourceClaims and held devices, and the device choices kept.
         self.dra = DraState(self.lock, gpu_drivers=gpu_drivers)
         self.device_choices = DeviceChoices(
@@ -541,6 +559,11 @@ class ClusterIndex:
 
     def _rebuild(self, node: _Node) -> None:
         """Recompute the node's free arrays from its report and its pods (a few pods: a Python loop)."""
+        self._write_free(node.slot, self._free_state(node, node.pods.values()))
+        self.slot_changes[node.slot] = self.changes
+
+    def _free_state(self, node: _Node, entries: Iterable[_PodEntry]) -> _FreeState:
+        """The node's free amounts from its report with ``entries`` (its pods, or some of them) charged."""
         slot = node.slot
         count = min(int(self.numa_count[slot]), MAX_NUMA)
         free = self.reported_free[:, slot, :].copy()
@@ -552,7 +575,8 @@ class ClusterIndex:
         gpu = self._resources.index(GPU_RESOURCE)
         shared_by_all: dict[int, float] = {}  # thousandths shared out of each GPU, by every pod we know
         shared_unaccounted: set[int] = set()
-        for entry in node.pods.values():
+        whole: set[int] = set()  # GPUs held whole by the pods charged
+        for entry in entries:
             usage = entry.usage
             # A shared GPU is gone for whole-GPU requests too (below).
             charge_node(node_free, self._resources, usage.demand)
@@ -561,6 +585,8 @@ class ClusterIndex:
                     shared_by_all[index] = shared_by_all.get(index, 0.0) + _share_of(usage)
                     if not entry.accounted:
                         shared_unaccounted.add(index)
+            else:
+                whole.update(usage.gpus)
             known = [ids.index(c) for c in usage.cells if c in ids]
             if known:
                 claimed[known] = True
@@ -575,17 +601,30 @@ class ClusterIndex:
             numa = node.gpus.numa_of.get(index) if node.gpus is not None else None
             if numa in ids:
                 free[gpu, ids.index(numa)] -= 1
-        self.cell_free[:, slot, :] = np.clip(free, 0, self.cell_total[:, slot, :])
-        self.node_free[:, slot] = node_free
-        left = self._share_left(node, shared_by_all)
-        self.gpu_share_free[slot] = max(left.values(), default=0)
-        per_gpu = self._whole_gpus_as_reported(node, left, free[gpu], ids)
-        self.gpu_left[slot] = 0
-        self.gpu_left[slot, : len(per_gpu)] = per_gpu
-        self.cell_claimed[slot] = claimed
-        self.cell_isolated[slot] = isolated
-        self.memory_group[slot] = memory_groups(pinned_memory) if self.memory_static[slot] else 0
-        self.slot_changes[slot] = self.changes
+        left = _share_left(node, shared_by_all, whole)
+        return _FreeState(
+            cell_free=np.clip(free, 0, self.cell_total[:, slot, :]),
+            node_free=node_free,
+            claimed=claimed,
+            isolated=isolated,
+            memory_group=memory_groups(pinned_memory) if self.memory_static[slot] else np.zeros(MAX_NUMA, np.uint8),
+            gpu_share_free=max(left.values(), default=0),
+            gpu_left=self._whole_gpus_as_reported(node, left, free[gpu], ids),
+        )
+
+    def _write_free(self, slot: int, state: _FreeState, arrays: NodeArrays | None = None) -> None:
+        """Write ``state`` into the live arrays, or into ``arrays`` (a copy whose row ``slot`` it is)."""
+        target = arrays if arrays is not None else self.arrays()
+        target.cell_free[:, slot, :] = state.cell_free
+        target.node_free[:, slot] = state.node_free
+        if target.gpu_share_free is not None:
+            target.gpu_share_free[slot] = state.gpu_share_free
+        if target.gpu_left is not None:
+            target.gpu_left[slot] = 0
+            target.gpu_left[slot, : len(state.gpu_left)] = state.gpu_left
+        target.cell_claimed[slot] = state.claimed
+        target.cell_isolated[slot] = state.isolated
+        target.memory_group[slot] = state.memory_group
 
     def _whole_gpus_as_reported(
         self, node: _Node, left: Mapping[int, float], cell_gpus_free: FloatArray, ids: list[int]
@@ -630,6 +669,46 @@ class ClusterIndex:
             gpu_left=self.gpu_left,
             workload=self.workload.target(),
         )
+
+    def arrays_without(self, keys: Collection[tuple[str, str]], *, slots: Sequence[int] | None = None) -> NodeArrays:
+        """The arrays as if the pods ``keys`` were gone (evicted): a copy, the live arrays untouched, in which
+        only the slots those pods are on are charged again (``_free_state``, the one charging code).
+
+        ``slots``: only these rows, in this order (row ``i`` of the answer is slot ``slots[i]``): one node's
+        row to check a plan on costs a few small copies, not the whole cluster's. Call under ``lock``.
+        """
+        live = self.arrays()
+        if slots is None:
+            picked = replace(
+                live,
+                cell_free=live.cell_free.copy(),
+                node_free=live.node_free.copy(),
+                cell_claimed=live.cell_claimed.copy(),
+                cell_isolated=live.cell_isolated.copy(),
+                memory_group=live.memory_group.copy(),
+                gpu_share_free=self.gpu_share_free.copy(),
+                gpu_left=self.gpu_left.copy(),
+            )
+            position: Mapping[int, int] | None = None
+        else:
+            chosen = np.asarray(slots, dtype=np.int64)
+            picked = _rows_of(live, chosen)
+            position = {slot: row for row, slot in enumerate(chosen.tolist())}
+        gone_by_node: dict[str, set[tuple[str, str]]] = {}
+        for key in keys:
+            node_name = self._pod_nodes.get(key)
+            if node_name is not None:
+                gone_by_node.setdefault(node_name, set()).add(key)
+        for node_name, gone in gone_by_node.items():
+            node = self._nodes.get(node_name)
+            if node is None:
+                continue
+            row = node.slot if position is None else position.get(node.slot)
+            if row is None:
+                continue
+            staying = [entry for key, entry in node.pods.items() if key not in gone]
+            self._write_free(row, self._free_state(node, staying), picked)
+        return picked
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -676,31 +755,33 @@ class ClusterIndex:
         name = self._slot_names[slot]
         return None if name is None else self._nodes[name].gpus
 
-    def busy_gpus(self, slot: int) -> frozenset[int]:
-        """GPUs that pods we know on the node hold by index (ours; the device plugin picks the rest)."""
+    def busy_gpus(self, slot: int, *, without: Collection[tuple[str, str]] = ()) -> frozenset[int]:
+        """GPUs that pods we know on the node hold by index (ours; the device plugin picks the rest);
+        ``without``: as if those pods were gone."""
         name = self._slot_names[slot]
         if name is None:
             return frozenset()
-        return frozenset(i for entry in self._nodes[name].pods.values() for i in entry.usage.gpus)
+        pods = self._nodes[name].pods
+        return frozenset(i for key, entry in pods.items() if key not in without for i in entry.usage.gpus)
 
-    def gpu_share_left(self, slot: int) -> dict[int, int]:
-        """Thousandths left per GPU that a pod may share: healthy, not held whole by a pod we know."""
+    def gpu_share_left(self, slot: int, *, without: Collection[tuple[str, str]] = ()) -> dict[int, int]:
+        """Thousandths left per GPU that a pod may share: healthy, not held whole by a pod we know;
+        ``without``: as if those pods were gone."""
         name = self._slot_names[slot]
         if name is None:
             return {}
         node = self._nodes[name]
         shared: dict[int, float] = {}
-        for entry in node.pods.values():
-            if _shares_gpu(entry.usage):
-                for index in entry.usage.gpus:
-                    shared[index] = shared.get(index, 0.0) + _share_of(entry.usage)
-        return {index: int(amount) for index, amount in self._share_left(node, shared).items()}
-
-    def _share_left(self, node: _Node, shared: Mapping[int, float]) -> dict[int, float]:
-        if node.gpus is None:
-            return {}
-        whole = {i for e in node.pods.values() if not _shares_gpu(e.usage) for i in e.usage.gpus}
-        return {i: GPU_MILLI - shared.get(i, 0.0) for i in sorted(node.gpus.healthy - whole)}
+        whole: set[int] = set()
+        for key, entry in node.pods.items():
+            if key in without:
+                continue
+            if not _shares_gpu(entry.usage):
+                whole.update(entry.usage.gpus)
+                continue
+            for index in entry.usage.gpus:
+                shared[index] = shared.get(index, 0.0) + _share_of(entry.usage)
+        return {index: int(amount) for index, amount in _share_left(node, shared, whole).items()}
 
     # --- views for people (GetNodeTopology, ListNodes): read under ``lock`` --------------------------------
 
@@ -746,7 +827,12 @@ class ClusterIndex:
         """``pod``'s kube-scheduler constraints against the node facts and placed pods here (under ``lock``),
         and its DRA claims when it has some."""
         constraints = PodInCluster(
-            self.facts, self._constraint_cache, pod.namespace, pod.sorted_labels(), pod.constraints
+            self.facts,
+            self._constraint_cache,
+            pod.namespace,
+            pod.sorted_labels(),
+            pod.constraints,
+            self.policy_scores.scorer(pod, self.arrays),
         )
         if not pod.resource_claims:
             return constraints
@@ -772,10 +858,51 @@ class ClusterIndex:
         cells: IntArray = np.where(positions >= 0, ids, -1)
         return cells
 
+    def bound_pods(self, slots: IntArray) -> list[tuple[int, PodUsage]]:
+        """(position in ``slots``, usage) of every pod the watch shows bound on those slots: one pass under
+        one lock, for a decision that reads every node's pods (preemption's bounds)."""
+        with self.lock:
+            names = self._slot_names
+            return [
+                (position, entry.usage)
+                for position, slot in enumerate(slots.tolist())
+                if (name := names[slot]) is not None
+                for entry in self._nodes[name].pods.values()
+                if entry.bound
+            ]
+
     def pods_on(self, name: str) -> list[tuple[PodUsage, bool, bool]]:
         with self.lock:
             node = self._nodes.get(name)
             return [] if node is None else [(e.usage, e.bound, e.accounted) for e in node.pods.values()]
+
+
+def _rows_of(arrays: NodeArrays, rows: IntArray) -> NodeArrays:
+    """``arrays`` kept to ``rows`` (copies): row ``i`` of the answer is row ``rows[i]`` of ``arrays``."""
+    share, left = arrays.gpu_share_free, arrays.gpu_left
+    return replace(
+        arrays,
+        cell_total=arrays.cell_total[:, rows, :],
+        cell_free=arrays.cell_free[:, rows, :],
+        node_allocatable=arrays.node_allocatable[:, rows],
+        node_free=arrays.node_free[:, rows],
+        numa_count=arrays.numa_count[rows],
+        policy=arrays.policy[rows],
+        scope=arrays.scope[rows],
+        cpu_static=arrays.cpu_static[rows],
+        memory_static=arrays.memory_static[rows],
+        cell_ids=arrays.cell_ids[rows],
+        cell_claimed=arrays.cell_claimed[rows],
+        cell_isolated=arrays.cell_isolated[rows],
+        memory_group=arrays.memory_group[rows],
+        unaligned_gpus=arrays.unaligned_gpus[rows],
+        bandwidth=arrays.bandwidth[rows],
+        spanning_bandwidth=arrays.spanning_bandwidth[rows],
+        local_distance=arrays.local_distance[rows],
+        spanning_distance=arrays.spanning_distance[rows],
+        gpu_share_free=None if share is None else share[rows],
+        gpu_left=None if left is None else left[rows],
+    )
 
 
 def _in_units(resource: str, amount: float) -> float:
@@ -797,6 +924,13 @@ def _placed(usage: PodUsage, held: PodUsage) -> PodUsage:
     if held.cells and not usage.cells:
         return replace(usage, cells=held.cells, gpus=held.gpus, isolated=held.isolated)
     return usage
+
+
+def _share_left(node: _Node, shared: Mapping[int, float], whole: set[int]) -> dict[int, float]:
+    """Thousandths left per healthy GPU not held whole, given the thousandths ``shared`` out of each."""
+    if node.gpus is None:
+        return {}
+    return {i: GPU_MILLI - shared.get(i, 0.0) for i in sorted(node.gpus.healthy - whole)}
 
 
 def _share_of(usage: PodUsage) -> float:

@@ -43,6 +43,10 @@ Life of a group (``GangPhase``)::
 * Churn. A member deleted (or failed) after placement releases exactly its own reservation; a group that
   falls below min-available before it is bound is released entirely; members added to a placed or bound
   group are planned next to the members already there, which never move.
+* Topology. A group may require every member in one domain of a topology level, or prefer the fewest
+  (its members' labels, or the group object's constraints, which win; ``placement.core.domains``). Every
+  plan, the emptied-cluster verdict and the member-by-member fallback keep to it; configured levels'
+  domains come from ``observe_node``, a node label key used as a level from the scheduling facts.
 
 Every method takes the index lock (one lock for the index, the reservations and the coordinator: no
 lock order to get wrong); planning runs between two holds of it. ``observe_bound`` and
@@ -65,9 +69,31 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from kubenexus.topology.model import NodeTopology
-from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY, SPREAD_KEY
+from placement.core.annotations import (
+    GROUP_NAME_KEY,
+    MIN_AVAILABLE_KEY,
+    PREFERRED_TOPOLOGY_KEY,
+    REQUIRED_TOPOLOGY_KEY,
+    SCHEDULER_PLUGINS_KEY,
+    SPREAD_KEY,
+)
+from placement.core.domains import (
+    DEFAULT_LEVELS,
+    NVLINK_LEVEL,
+    RACK_KEY,
+    RACK_LEVEL,
+    ZONE_KEY,
+    ZONE_LEVEL,
+    DomainMap,
+    LevelConstraint,
+    TopologyLevel,
+    TopologyLevelError,
+    TopologyLevels,
+    confine,
+    domain_map,
+    plan_in_domains,
+)
 from placement.core.gang import (
     GangMember,
     GangPlan,
@@ -78,21 +104,30 @@ from placement.core.gang import (
     empty_view,
     plan_gang,
 )
-from placement.core.podgroup import GroupRef, Membership, PodGroupError, PodGroupSpec, SpreadPolicy, parse_membership
+from placement.core.podgroup import (
+    DomainConstraint,
+    GroupRef,
+    Membership,
+    PodGroupError,
+    PodGroupSpec,
+    SpreadPolicy,
+    parse_membership,
+)
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import FloatArray, IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import DeviceChoice
 from placement.state.gang_rules import allocate_members, member_rules, plan_conflict, plan_in_order
+from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 
 log = logging.getLogger("kubenexus.placement.gangs")
 
 DEFAULT_PERMIT_TIMEOUT_S = 10.0
 DEFAULT_STARVATION_AFTER_S = 60.0
-DEFAULT_ZONE_KEY = "topology.kubernetes.io/zone"
-DEFAULT_RACK_KEY = "topology.kubenexus.io/rack"
+DEFAULT_ZONE_KEY = ZONE_KEY
+DEFAULT_RACK_KEY = RACK_KEY
 # The most members a group may have (and so its min-available): the largest group planned within 0.15 s
 # over 1,000 nodes (python -m benchmarks.gang_load; docs/gang.md, "Requests: whole, bounded, ...").
 DEFAULT_MAX_MEMBERS = 1024
@@ -114,9 +149,9 @@ Key = tuple[str, str]
 class GangConfig:
     permit_timeout_s: float = DEFAULT_PERMIT_TIMEOUT_S
     starvation_after_s: float = DEFAULT_STARVATION_AFTER_S
-    zone_key: str = DEFAULT_ZONE_KEY
-    rack_key: str = DEFAULT_RACK_KEY
-    clique_key: str = FABRIC_CLIQUE_KEY
+    # Topology levels, nearest first (``serve --topology-levels``): what a group's required or preferred
+    # topology names, and the domains ``packed`` prefers (the levels named nvlink, rack and zone).
+    levels: TopologyLevels = DEFAULT_LEVELS
     # A member whose device requests name one of these (e.g. rdma/hca_shared_devices_a) wants an RDMA NIC.
     weights: ScoringWeights | None = None
     max_members: int = DEFAULT_MAX_MEMBERS
@@ -235,6 +270,8 @@ class _Gang:
     sequence: int  # creation order: when the coordinator first saw a member
     min_available: int | None = None
     spread: SpreadPolicy | None = None
+    topology_labels: tuple[DomainConstraint, ...] = ()  # the members' required-/preferred-topology labels
+    topology_object: tuple[DomainConstraint, ...] = ()  # the group object's (a PlaceGang request's): it wins
     members: dict[Key, _Member] = field(default_factory=dict)
     invalid: dict[Key, str] = field(default_factory=dict)  # refused members, with why
     waiting_since: float | None = None
@@ -246,6 +283,9 @@ class _Gang:
     verdict: _Verdict | None = None
     tried: tuple[object, ...] | None = None  # what the last failed try saw: the same again is not retried
     retry_at: float = 0.0  # a slow failed plan is not tried again before (the coordinator's clock)
+    # How long reserved members may wait to bind: the group object's (scheduleTimeoutSeconds, through a
+    # PlaceGang request); None: the configured permit timeout.
+    permit_timeout_s: float | None = None
 
     def count(self, state: _State) -> int:
         return sum(1 for m in self.members.values() if m.state is state)
@@ -258,6 +298,10 @@ class _Gang:
     @property
     def priority(self) -> int:
         return max((m.pod.priority for m in self.members.values()), default=0)
+
+    @property
+    def topology(self) -> tuple[DomainConstraint, ...]:
+        return self.topology_object or self.topology_labels
 
 
 @dataclass
@@ -272,6 +316,7 @@ class _Snapshot:
     free_gpus: Mapping[int, NodeGpus]
     all_gpus: Mapping[int, NodeGpus]
     locality_version: int
+    domains: Mapping[str, DomainMap] = field(default_factory=dict)  # per configured topology level
 
     @cached_property
     def rows(self) -> IntArray:
@@ -287,7 +332,7 @@ class _Snapshot:
             *(a.cell_total, a.node_allocatable, a.numa_count, a.policy, a.scope, a.cpu_static, a.memory_static),
             *(a.cell_ids, locality.zone, locality.rack, locality.clique),
         )
-        for array in parts:
+        for array in (*parts, *(domains.codes for domains in self.domains.values())):
             digest.update(np.ascontiguousarray(array).tobytes())
         gpus = sorted((row, sorted(g.free)) for row, g in self.all_gpus.items())
         digest.update(repr(gpus).encode())
@@ -312,6 +357,7 @@ class _Try:
     rules: Mapping[Key, MemberRules]  # the pending members' kube-scheduler constraints, judged now
     node_rules: Mapping[Key, MemberRules]  # the same, kept to what the nodes decide (the emptied cluster)
     facts: tuple[int, int]  # the facts' labels and pods versions the rules were judged at
+    constraints: tuple[LevelConstraint, ...] = ()  # the group's topology constraints over the slots
 
 
 @dataclass(frozen=True)
@@ -330,17 +376,21 @@ class GangCoordinator:
         *,
         config: GangConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        nominations: Nominations | None = None,
     ) -> None:
+        """``nominations``: nodes held for preemptors; a group does not use those held for a preemptor
+        outside it of priority >= its own (``PlacementEngine`` shares its own)."""
         self._index = index
+        self._nominations = nominations
         self._reservations = reservations
         self._config = config or GangConfig()
         self._clock = clock
         self._gangs: dict[GroupRef, _Gang] = {}
         self._member_of: dict[Key, GroupRef] = {}
         self._sequence = 0
-        self._locality: dict[str, tuple[str | None, str | None, str | None]] = {}
+        self._locality: dict[str, tuple[str | None, ...]] = {}  # node -> its domain at each configured level
         self._locality_version = 0
-        self._locality_cache: tuple[tuple[object, ...], Locality] | None = None
+        self._locality_cache: tuple[tuple[object, ...], Locality, dict[str, DomainMap]] | None = None
         self._hold: tuple[GroupRef, frozenset[str]] | None = None
         self._present: set[Key] = set()  # pods the watch shows pending, members or not (yet)
         self._next_due = math.inf  # the earliest permit deadline or unseen member's drop time
@@ -367,14 +417,14 @@ class GangCoordinator:
     # --- nodes -----------------------------------------------------------------------------------------
 
     def observe_node(self, name: str, labels: Mapping[str, str], topology: NodeTopology | None = None) -> None:
-        """A node's locality labels (zone, rack, fabric clique; the clique from its GPUs when not labelled)."""
-        config = self._config
-        clique = labels.get(config.clique_key)
-        if clique is None and topology is not None:
-            cliques = {gpu.fabric_clique for gpu in topology.gpus}
-            clique = cliques.pop() if len(cliques) == 1 else None
+        """A node's domain at each topology level (its NVLink clique from its GPUs when not labelled)."""
+        domains = [level.domain_of(labels) for level in self._config.levels.levels]
+        for position, level in enumerate(self._config.levels.levels):
+            if level.name == NVLINK_LEVEL and domains[position] is None and topology is not None:
+                cliques = {gpu.fabric_clique for gpu in topology.gpus}
+                domains[position] = cliques.pop() if len(cliques) == 1 else None
         with self._index.lock:
-            locality = (labels.get(config.zone_key), labels.get(config.rack_key), clique)
+            locality = tuple(domains)
             if self._locality.get(name) != locality:
                 self._locality_version += 1
             self._locality[name] = locality
@@ -398,6 +448,8 @@ class GangCoordinator:
         members: Sequence[tuple[PendingPod, PodGroupSpec | None]],
         *,
         candidates: Sequence[str] | None = None,
+        topology: Sequence[DomainConstraint] = (),
+        permit_timeout_s: float | None = None,
     ) -> GangStatus:
         """Record a request's members of ``group`` all at once, or refuse the request whole (``GangRefused``).
 
@@ -405,21 +457,30 @@ class GangCoordinator:
         checked first (namespace, group labels, duplicates, the cap on members, agreement with the other
         members); only then is anything recorded. Members the pod watch has not shown are dropped unless
         it shows them within the permit timeout. ``candidates``: the nodes later tries may use.
+        ``topology``: the group object's topology constraints, which win over the members' labels.
+        ``permit_timeout_s``: the group object's permit timeout (None: the configured one).
         """
         with self._index.lock:
             now = self._clock()
             self._expire(now)
             memberships = self._check_request(group, members)
+            for constraint in topology:
+                try:
+                    self._config.levels.resolve(constraint.level)
+                except TopologyLevelError as error:
+                    raise GangRefused(f"pod group {group}: {error}") from None
             gang = self._gangs.get(group)
             if gang is None:
                 self._sequence += 1
                 gang = self._gangs[group] = _Gang(ref=group, sequence=self._sequence)
+            gang.permit_timeout_s = permit_timeout_s
             changed = False
             for (pod, _), membership in zip(members, memberships, strict=True):
                 changed |= self._record(gang, pod, membership, now, seen=pod.key in self._present)
             names = None if candidates is None else tuple(candidates)
-            if changed or names != gang.candidates:
+            if changed or names != gang.candidates or tuple(topology) != gang.topology_object:
                 gang.candidates = names
+                gang.topology_object = tuple(topology)
                 gang.changed()
             self._refresh(gang, now)
             return self._status(gang)
@@ -606,7 +667,9 @@ class GangCoordinator:
 
     def _membership(self, pod: PendingPod, pod_group: PodGroupSpec | None) -> Membership | None:
         """The pod's group labels, refused (``PodGroupError``) when they ask more members than the cap."""
-        membership = parse_membership(pod.namespace, pod.labels, pod.annotations, pod_group=pod_group)
+        membership = parse_membership(
+            pod.namespace, pod.labels, pod.annotations, pod_group=pod_group, levels=self._config.levels.names
+        )
         cap = self._config.max_members
         if membership is not None and membership.min_available is not None and membership.min_available > cap:
             key = MIN_AVAILABLE_KEY if pod_group is None else "PodGroup spec.minMember"
@@ -658,11 +721,12 @@ class GangCoordinator:
 
     def _record(self, gang: _Gang, pod: PendingPod, membership: Membership, now: float, *, seen: bool) -> bool:
         """Add or update one member whose membership was checked; whether anything changed."""
-        before = (gang.min_available, gang.spread)
+        before = (gang.min_available, gang.spread, gang.topology_labels)
         if membership.min_available is not None:
             gang.min_available = membership.min_available
         gang.spread = membership.spread
-        changed = before != (gang.min_available, gang.spread)
+        gang.topology_labels = membership.topology
+        changed = before != (gang.min_available, gang.spread, gang.topology_labels)
         member = gang.members.get(pod.key)
         if member is None:
             self._sequence += 1
@@ -697,7 +761,7 @@ class GangCoordinator:
                 f"invalid value {membership.spread.value!r} for {SPREAD_KEY} (members disagree: the other "
                 f"members of {gang.ref} say {gang.spread.value}); accepted: the same policy on every member"
             )
-        return None
+        return _topology_disagreement(gang.ref, membership.topology, gang.topology_labels)
 
     def _refuse(self, pod: PendingPod, ref: GroupRef | None, message: str) -> GangStatus:
         """Record a member's invalid labels; its group places nothing more until the pod is fixed or gone."""
@@ -787,7 +851,7 @@ class GangCoordinator:
         waiting = [key for key, m in gang.members.items() if m.state is _State.RESERVED]
         why = (
             f"permit timeout: {len(waiting)} member(s) of {gang.ref} not bound within "
-            f"{self._config.permit_timeout_s:g} s; their reservations were released"
+            f"{self._permit_timeout(gang):g} s; their reservations were released"
         )
         self._release(gang, why)
         self._permit_timeouts += 1
@@ -795,6 +859,9 @@ class GangCoordinator:
             "pod group permit timed out: reservations released",
             extra={"group": str(gang.ref), "members": _names_of(waiting), "why": why},
         )
+
+    def _permit_timeout(self, gang: _Gang) -> float:
+        return gang.permit_timeout_s or self._config.permit_timeout_s
 
     def _release(self, gang: _Gang, why: str) -> list[Key]:
         """Release every reserved (not bound) member together; they wait to be placed again."""
@@ -866,7 +933,17 @@ class GangCoordinator:
         hold = self._hold if self._hold is not None and self._hold[0] != gang.ref else None
         facts = self._index.facts
         facts_version = (facts.labels_version, facts.pods_version)
-        memo = (self._index.changes, facts_version, self._locality_version, gang.version, hold, starving_head, names)
+        nominated = self._nominated_away(gang)
+        memo = (
+            self._index.changes,
+            facts_version,
+            self._locality_version,
+            gang.version,
+            hold,
+            starving_head,
+            names,
+            nominated,
+        )
         if gang.tried == memo or now < gang.retry_at:
             return None
         minimum = gang.min_available or 0
@@ -897,6 +974,7 @@ class GangCoordinator:
             rules=rules,
             node_rules=node_rules,
             facts=facts_version,
+            constraints=self._constraints(gang),
         )
 
     def _snapshot(self) -> _Snapshot:
@@ -933,6 +1011,7 @@ class GangCoordinator:
             free_gpus=free,
             all_gpus=every,
             locality_version=self._locality_version,
+            domains=self._domain_maps(names)[1],
         )
         return snapshot
 
@@ -947,7 +1026,8 @@ class GangCoordinator:
             return _Waiting(failure=None, verdict=cached)  # it cannot fit an emptied cluster: nor this one
         result: GangPlan | GangUnplaceable | None = None
         for batch in prepared.batches:
-            result = plan_gang(
+            result = _plan_within(
+                prepared.constraints,
                 snapshot.arrays,
                 prepared.rows,
                 batch,
@@ -963,7 +1043,8 @@ class GangCoordinator:
         assert isinstance(result, GangUnplaceable)
         key = (prepared.version, prepared.facts[0], snapshot.nodes_digest)
         if cached is None or cached.key != key:
-            emptied = plan_gang(
+            emptied = _plan_within(
+                prepared.constraints,
                 empty_view(snapshot.arrays),
                 snapshot.rows,
                 prepared.needed,
@@ -1006,6 +1087,8 @@ class GangCoordinator:
         names = index.names_of(rows)
         if names != [snapshot.slot_names[row] for row in rows.tolist()]:
             return False
+        if self._nominated_away(gang).intersection(names):
+            return False
         if self._hold is not None and self._hold[0] != gang.ref:
             return not self._hold[1].intersection(names)
         return True
@@ -1019,10 +1102,11 @@ class GangCoordinator:
         rows = self._candidate_rows(gang, prepared.names)
         names = self._index.slot_names()
         rules, _ = member_rules(self._index, [m.pod for m in _pending(gang)])
-        prepared = replace(prepared, rules=rules)
+        prepared = replace(prepared, rules=rules, constraints=self._constraints(gang))
         result: GangPlan | GangUnplaceable | None = None
         for batch in prepared.batches:
-            result = plan_gang(
+            result = _plan_within(
+                prepared.constraints,
                 self._index.arrays(),
                 rows,
                 batch,
@@ -1056,7 +1140,7 @@ class GangCoordinator:
             ordered = plan_in_order(
                 index,
                 [(member.pod, member.plan) for member in batch],
-                self._candidate_rows(gang, prepared.names),
+                confine(self._candidate_rows(gang, prepared.names), plan.rows(), prepared.constraints),
                 gpus=self._gpus_of,
                 policy=plan.policy,
                 weights=self._config.weights,
@@ -1101,15 +1185,20 @@ class GangCoordinator:
             # ``rejected`` stays: a member released while it waited at Permit is told REJECT first, so the
             # scheduler runs a new cycle for it and learns the new placement instead of binding the old one.
             member.state, member.node = _State.RESERVED, usage.node
-        deadline = now + self._config.permit_timeout_s
+        deadline = now + self._permit_timeout(gang)
         gang.deadline = max(gang.deadline or deadline, deadline)
         self._next_due = min(self._next_due, gang.deadline)
         gang.unschedulable = False
         gang.changed()
         span = plan.span(self._locality_codes(index.slot_names()))
+        inside = "".join(
+            f" in {c.domains.level.noun} {c.domains.value_of(plan.members[0].row)}"
+            for c in prepared.constraints
+            if c.required
+        )
         gang.message = (
-            f"placed {len(placements)} member(s) on {span.nodes} node(s) ({plan.policy.value}); "
-            f"waiting up to {self._config.permit_timeout_s:g} s for them to bind"
+            f"placed {len(placements)} member(s) on {span.nodes} node(s){inside} ({plan.policy.value}); "
+            f"waiting up to {self._permit_timeout(gang):g} s for them to bind"
         )
         if self._hold is not None and self._hold[0] == gang.ref:
             self._hold = None
@@ -1136,26 +1225,64 @@ class GangCoordinator:
 
     def _candidate_rows(self, gang: _Gang, names: list[str] | None) -> IntArray:
         rows = self._index.slots(names)
-        if self._hold is None or self._hold[0] == gang.ref:
+        held = self._nominated_away(gang)
+        if self._hold is not None and self._hold[0] != gang.ref:
+            held |= self._hold[1]
+        if not held:
             return rows
-        held = self._hold[1]
         keep = [i for i, r in enumerate(rows.tolist()) if self._index.name_of(r) not in held]
         return rows[keep]
 
+    def _nominated_away(self, gang: _Gang) -> frozenset[str]:
+        """Nodes held for a preemptor outside ``gang`` whose priority is >= the group's (its nominated
+        members' own holds stay open to it)."""
+        if self._nominations is None:
+            return frozenset()
+        return self._nominations.closed_to(gang.members.keys(), gang.priority)
+
     def _locality_codes(self, names: tuple[str | None, ...]) -> Locality:
+        return self._domain_maps(names)[0]
+
+    def _domain_maps(self, names: tuple[str | None, ...]) -> tuple[Locality, dict[str, DomainMap]]:
+        """Per slot of ``names``: the domains ``packed`` prefers, and each configured level's domains."""
         key = (self._locality_version, names)
         if self._locality_cache is not None and self._locality_cache[0] == key:
-            return self._locality_cache[1]
-        columns: list[list[int]] = [[], [], []]
-        codes: list[dict[str, int]] = [{}, {}, {}]
-        for name in names:
-            labels = self._locality.get(name or "", (None, None, None))
-            for level, value in enumerate(labels):
-                columns[level].append(-1 if value is None else codes[level].setdefault(value, len(codes[level])))
-        zone, rack, clique = (np.array(c, dtype=np.int64) for c in columns)
-        locality = Locality(zone=zone, rack=rack, clique=clique)
-        self._locality_cache = (key, locality)
-        return locality
+            return self._locality_cache[1], self._locality_cache[2]
+        levels = self._config.levels.levels
+        unknown: tuple[str | None, ...] = (None,) * len(levels)
+        known = [self._locality.get(name or "", unknown) for name in names]
+        maps = {level.name: domain_map(level, [node[i] for node in known]) for i, level in enumerate(levels)}
+        absent = np.full(len(names), -1, dtype=np.int64)
+
+        def codes(level: str) -> IntArray:
+            return maps[level].codes if level in maps else absent
+
+        locality = Locality(zone=codes(ZONE_LEVEL), rack=codes(RACK_LEVEL), clique=codes(NVLINK_LEVEL))
+        self._locality_cache = (key, locality, maps)
+        return locality, maps
+
+    def _constraints(self, gang: _Gang) -> tuple[LevelConstraint, ...]:
+        """The group's topology constraints over the index's slots as they are (call under the lock).
+
+        A configured level's domains come from ``observe_node``; a node label key used as a level of its
+        own is read from the Node labels the scheduling facts keep."""
+        if not gang.topology:
+            return ()
+        names = self._index.slot_names()
+        maps = self._domain_maps(names)[1]
+        resolved = []
+        for constraint in gang.topology:
+            level = self._config.levels.resolve(constraint.level)  # checked when the group was registered
+            domains = maps[level.name] if level.configured else self._label_domains(level, len(names))
+            resolved.append(LevelConstraint(domains, constraint.required))
+        return tuple(resolved)
+
+    def _label_domains(self, level: TopologyLevel, slots: int) -> DomainMap:
+        codes, values = self._index.facts.label_column(level.name)
+        column = np.full(slots, -1, dtype=np.int64)
+        count = min(slots, len(codes))
+        column[:count] = codes[:count]
+        return DomainMap(level, column, values)
 
     def _gpus_of(self, row: int) -> NodeGpus | None:
         shape = self._index.gpu_shape(row)
@@ -1186,6 +1313,39 @@ class GangCoordinator:
         else:
             phase, message = GangPhase.WAITING_FOR_CAPACITY, gang.message or "waiting to be placed"
         return GangStatus(str(gang.ref), phase, message, total, minimum, placed, bound)
+
+
+def _plan_within(
+    constraints: Sequence[LevelConstraint],
+    arrays: NodeArrays,
+    rows: IntArray,
+    members: Sequence[GangMember],
+    *,
+    gpus: Callable[[int], NodeGpus | None],
+    policy: SpreadPolicy,
+    locality: Locality,
+    weights: ScoringWeights | None,
+    rules: Mapping[Key, MemberRules],
+    anchors: Sequence[int] = (),
+    preference: FloatArray | None = None,
+) -> GangPlan | GangUnplaceable:
+    """``plan_gang`` within the domains the group's topology constraints allow (``plan_in_domains``)."""
+
+    def plan(allowed: IntArray) -> GangPlan | GangUnplaceable:
+        return plan_gang(
+            arrays,
+            allowed,
+            members,
+            gpus=gpus,
+            policy=policy,
+            locality=locality,
+            anchors=anchors,
+            preference=preference,
+            weights=weights,
+            rules=rules,
+        )
+
+    return plan_in_domains(arrays, rows, members, constraints, plan, rules=rules, anchors=anchors)
 
 
 def _yielding(gpus: Callable[[int], NodeGpus | None]) -> Callable[[int], NodeGpus | None]:
@@ -1248,6 +1408,22 @@ def _disagreement(
             f"invalid value {membership.spread.value!r} for {SPREAD_KEY} (members disagree: the other "
             f"members of {group} say {first.spread.value}); accepted: the same policy on every member"
         )
+    return _topology_disagreement(group, membership.topology, first.topology)
+
+
+def _topology_disagreement(
+    group: GroupRef, mine: tuple[DomainConstraint, ...], theirs: tuple[DomainConstraint, ...]
+) -> str | None:
+    """Why a member's topology labels disagree with the other members' (None: they agree)."""
+    for key, required in ((REQUIRED_TOPOLOGY_KEY, True), (PREFERRED_TOPOLOGY_KEY, False)):
+        own = next((c.level for c in mine if c.required is required), None)
+        other = next((c.level for c in theirs if c.required is required), None)
+        if own != other:
+            say = "carry none" if other is None else f"say {other}"
+            return (
+                f"invalid value {own or ''!r} for {key} (members disagree: the other members of {group} "
+                f"{say}); accepted: the same level on every member, or none on any"
+            )
     return None
 
 

@@ -22,7 +22,8 @@
   such a node, and no plugin can read that node's labels to put it in a topology domain (upstream counts
   it: a known difference, see ``placed_pods``).
 * **Namespaces** (labels), **PriorityClasses** (value, global default), **claims** (PersistentVolumeClaims
-  with their PersistentVolumes and StorageClasses).
+  with their PersistentVolumes and StorageClasses), **PodDisruptionBudgets** (what preemption may not
+  break: ``placement.core.preemption.DisruptionBudget``).
 
 Memory: the nodes' label pairs and taints and the pods' label sets are pooled (one instance each, shared
 by every node or pod that carries it; the pods of one template carry one set). Measured with 10,000 nodes
@@ -61,6 +62,7 @@ from placement.core.constraints.model import (
     Requirement,
     Taint,
 )
+from placement.core.preemption import DisruptionBudget
 from placement.core.vocabulary import BoolArray, IntArray
 
 ABSENT = -1  # a label column's code for a slot whose node lacks the key
@@ -156,6 +158,7 @@ class SchedulingFacts:
         self._claims: dict[tuple[str, str], ClaimSource] = {}
         self._volumes: dict[str, tuple[NodeSelectorTerm, ...] | None] = {}  # PV -> its required node affinity
         self._waits_for_consumer: dict[str, bool] = {}  # StorageClass -> volumeBindingMode WaitForFirstConsumer
+        self._budgets: dict[tuple[str, str], DisruptionBudget] = {}  # (namespace, name) -> PodDisruptionBudget
 
     # --- the ClusterView ---------------------------------------------------------------------------------
 
@@ -248,6 +251,20 @@ class SchedulingFacts:
         with self.lock:
             if self._priority_classes.pop(name, None) is not None:
                 self._default_priority = _default_priority(self._priority_classes)
+
+    # --- disruption budgets (preemption) ------------------------------------------------------------------
+
+    def disruption_budgets(self) -> tuple[DisruptionBudget, ...]:
+        with self.lock:
+            return tuple(self._budgets.values())
+
+    def set_disruption_budget(self, budget: DisruptionBudget) -> None:
+        with self.lock:
+            self._budgets[(budget.namespace, budget.name)] = budget
+
+    def remove_disruption_budget(self, namespace: str, name: str) -> None:
+        with self.lock:
+            self._budgets.pop((namespace, name), None)
 
     # --- writes from the feed ----------------------------------------------------------------------------
 

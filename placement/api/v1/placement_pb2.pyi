@@ -332,6 +332,7 @@ class Pod(_message.Message):
     RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
     RESOURCE_CLAIM_STATUSES_FIELD_NUMBER: _builtins.int
     UID_FIELD_NUMBER: _builtins.int
+    PREEMPTION_POLICY_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """"default" when empty"""
     name: _builtins.str
@@ -347,6 +348,8 @@ class Pod(_message.Message):
     """every container port is a host port (host_port defaults to container_port)"""
     uid: _builtins.str
     """metadata.uid: the claims are reserved for it"""
+    preemption_policy: _builtins.str
+    """spec.preemptionPolicy: PreemptLowerPriority (when empty) or Never (the pod waits, evicting nobody)."""
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -414,10 +417,11 @@ class Pod(_message.Message):
         resource_claims: _abc.Iterable[Global___PodResourceClaim] | None = ...,
         resource_claim_statuses: _abc.Iterable[Global___PodResourceClaimStatus] | None = ...,
         uid: _builtins.str = ...,
+        preemption_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "annotations", b"annotations", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "persistent_volume_claims", b"persistent_volume_claims", "priority", b"priority", "priority_class_name", b"priority_class_name", "resource_claim_statuses", b"resource_claim_statuses", "resource_claims", b"resource_claims", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "affinity", b"affinity", "annotations", b"annotations", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "persistent_volume_claims", b"persistent_volume_claims", "preemption_policy", b"preemption_policy", "priority", b"priority", "priority_class_name", b"priority_class_name", "resource_claim_statuses", b"resource_claim_statuses", "resource_claims", b"resource_claims", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
@@ -1492,16 +1496,31 @@ class PodGroup(_message.Message):
     MIN_MEMBER_FIELD_NUMBER: _builtins.int
     MEMBERS_FIELD_NUMBER: _builtins.int
     MEMBERS_JSON_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    SCHEDULE_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """"default" when empty"""
     name: _builtins.str
     min_member: _builtins.int
     """members that must be placed together; the member count when 0"""
+    source: _builtins.str
+    """The API the group was read from, for messages: "kubenexus" (pod labels; when empty),
+    "scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2", "scheduling.x-k8s.io", "scheduling.volcano.sh".
+    """
+    schedule_timeout_seconds: _builtins.int
+    """How long reserved members may wait to bind before all are released (scheduler-plugins
+    scheduleTimeoutSeconds); unset: the service's permit timeout.
+    """
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___Pod]: ...
     @_builtins.property
     def members_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """members as Kubernetes Pod JSON, in addition to `members`"""
+
+    @_builtins.property
+    def topology(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologyConstraint]:
+        """Where every member must (required) or should (preferred) land: one domain of a topology level."""
 
     def __init__(
         self,
@@ -1511,14 +1530,45 @@ class PodGroup(_message.Message):
         min_member: _builtins.int = ...,
         members: _abc.Iterable[Global___Pod] | None = ...,
         members_json: _abc.Iterable[_builtins.str] | None = ...,
+        topology: _abc.Iterable[Global___TopologyConstraint] | None = ...,
+        source: _builtins.str = ...,
+        schedule_timeout_seconds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_schedule_timeout_seconds", b"_schedule_timeout_seconds", "schedule_timeout_seconds", b"schedule_timeout_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_schedule_timeout_seconds", b"_schedule_timeout_seconds", "members", b"members", "members_json", b"members_json", "min_member", b"min_member", "name", b"name", "namespace", b"namespace", "schedule_timeout_seconds", b"schedule_timeout_seconds", "source", b"source", "topology", b"topology"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__schedule_timeout_seconds: _TypeAlias = _typing.Literal["schedule_timeout_seconds"]  # noqa: Y015
+    _WhichOneofArgType__schedule_timeout_seconds: _TypeAlias = _typing.Literal["_schedule_timeout_seconds", b"_schedule_timeout_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__schedule_timeout_seconds) -> _WhichOneofReturnType__schedule_timeout_seconds | None: ...
+
+Global___PodGroup: _TypeAlias = PodGroup  # noqa: Y015
+
+@_typing.final
+class TopologyConstraint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: _builtins.int
+    REQUIRED_FIELD_NUMBER: _builtins.int
+    level: _builtins.str
+    """A level the service knows (its --topology-levels: nvlink, rack, block, zone by default) or a node
+    label key (a native PodGroup's schedulingConstraints.topology[].key).
+    """
+    required: _builtins.bool
+    """true: every member in one domain, or wait; false: the fewest domains"""
+    def __init__(
+        self,
+        *,
+        level: _builtins.str = ...,
+        required: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "members_json", b"members_json", "min_member", b"min_member", "name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "required", b"required"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___PodGroup: _TypeAlias = PodGroup  # noqa: Y015
+Global___TopologyConstraint: _TypeAlias = TopologyConstraint  # noqa: Y015
 
 @_typing.final
 class PlaceGangRequest(_message.Message):
@@ -1602,6 +1652,247 @@ class PlaceGangResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlaceGangResponse: _TypeAlias = PlaceGangResponse  # noqa: Y015
+
+@_typing.final
+class PreemptRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    POD_JSON_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    NODE_NAMES_FIELD_NUMBER: _builtins.int
+    pod_json: _builtins.str
+    @_builtins.property
+    def pod(self) -> Global___Pod:
+        """a lone pod (or `pod_json`); or"""
+
+    @_builtins.property
+    def group(self) -> Global___PodGroup:
+        """a gang's members that wait"""
+
+    @_builtins.property
+    def node_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        pod: Global___Pod | None = ...,
+        pod_json: _builtins.str = ...,
+        group: Global___PodGroup | None = ...,
+        node_names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "pod", b"pod"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "node_names", b"node_names", "pod", b"pod", "pod_json", b"pod_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreemptRequest: _TypeAlias = PreemptRequest  # noqa: Y015
+
+@_typing.final
+class Victim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    POD_GROUP_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    priority: _builtins.int
+    pod_group: _builtins.str
+    """namespace/name of the gang it is evicted with, whole; empty for a lone pod"""
+    @_builtins.property
+    def pod(self) -> Global___PodRef: ...
+    def __init__(
+        self,
+        *,
+        pod: Global___PodRef | None = ...,
+        node: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        pod_group: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "pod", b"pod", "pod_group", b"pod_group", "priority", b"priority"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Victim: _TypeAlias = Victim  # noqa: Y015
+
+@_typing.final
+class Nomination(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """status.nominatedNodeName"""
+    @_builtins.property
+    def pod(self) -> Global___PodRef: ...
+    def __init__(
+        self,
+        *,
+        pod: Global___PodRef | None = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "pod", b"pod"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Nomination: _TypeAlias = Nomination  # noqa: Y015
+
+@_typing.final
+class PreemptResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREEMPTED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    VICTIMS_FIELD_NUMBER: _builtins.int
+    NOMINATIONS_FIELD_NUMBER: _builtins.int
+    HOLD_SECONDS_FIELD_NUMBER: _builtins.int
+    preempted: _builtins.bool
+    """victims chosen, the plan checked without them, the nominated nodes held"""
+    reason: _builtins.str
+    """What was decided, or why nothing may be evicted (no lower-priority victims, preemptionPolicy Never,
+    a budget, or room that the kubelet's NUMA admission would still refuse).
+    """
+    hold_seconds: _builtins.float
+    """how long the nominated nodes stay held for the preemptor"""
+    @_builtins.property
+    def victims(self) -> _containers.RepeatedCompositeFieldContainer[Global___Victim]: ...
+    @_builtins.property
+    def nominations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Nomination]: ...
+    def __init__(
+        self,
+        *,
+        preempted: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        victims: _abc.Iterable[Global___Victim] | None = ...,
+        nominations: _abc.Iterable[Global___Nomination] | None = ...,
+        hold_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hold_seconds", b"hold_seconds", "nominations", b"nominations", "preempted", b"preempted", "reason", b"reason", "victims", b"victims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreemptResponse: _TypeAlias = PreemptResponse  # noqa: Y015
+
+@_typing.final
+class EvictionCandidate(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    VICTIMS_FIELD_NUMBER: _builtins.int
+    VICTIM_UIDS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    @_builtins.property
+    def victims(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodRef]:
+        """The pods that would be evicted from `node`: by namespace/name, or by metadata.uid (all that
+        kube-scheduler's ExtenderPreemptionArgs.NodeNameToMetaVictims carries); each victim in either list. A
+        victim the service does not know on that node frees nothing in its model (the reason counts them).
+        """
+
+    @_builtins.property
+    def victim_uids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        victims: _abc.Iterable[Global___PodRef] | None = ...,
+        victim_uids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "victim_uids", b"victim_uids", "victims", b"victims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EvictionCandidate: _TypeAlias = EvictionCandidate  # noqa: Y015
+
+@_typing.final
+class CheckEvictionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    POD_JSON_FIELD_NUMBER: _builtins.int
+    CANDIDATES_FIELD_NUMBER: _builtins.int
+    pod_json: _builtins.str
+    @_builtins.property
+    def pod(self) -> Global___Pod: ...
+    @_builtins.property
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___EvictionCandidate]: ...
+    def __init__(
+        self,
+        *,
+        pod: Global___Pod | None = ...,
+        pod_json: _builtins.str = ...,
+        candidates: _abc.Iterable[Global___EvictionCandidate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod", "pod_json", b"pod_json", "pod_source", b"pod_source"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "pod", b"pod", "pod_json", b"pod_json", "pod_source", b"pod_source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_pod_source: _TypeAlias = _typing.Literal["pod", "pod_json"]  # noqa: Y015
+    _WhichOneofArgType_pod_source: _TypeAlias = _typing.Literal["pod_source", b"pod_source"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_pod_source) -> _WhichOneofReturnType_pod_source | None: ...
+
+Global___CheckEvictionRequest: _TypeAlias = CheckEvictionRequest  # noqa: Y015
+
+@_typing.final
+class EvictionVerdict(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    FITS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    fits: _builtins.bool
+    """the pod fits the node once the candidate's victims are gone"""
+    reason: _builtins.str
+    """why not, one sentence; empty when it fits"""
+    kind: Global___RejectionKind.ValueType
+    """set when it does not fit (UNKNOWN_NODE for a node the service does not know)"""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        fits: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        kind: Global___RejectionKind.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fits", b"fits", "kind", b"kind", "node", b"node", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EvictionVerdict: _TypeAlias = EvictionVerdict  # noqa: Y015
+
+@_typing.final
+class CheckEvictionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERDICTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def verdicts(self) -> _containers.RepeatedCompositeFieldContainer[Global___EvictionVerdict]:
+        """one per candidate, in request order"""
+
+    def __init__(
+        self,
+        *,
+        verdicts: _abc.Iterable[Global___EvictionVerdict] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["verdicts", b"verdicts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckEvictionResponse: _TypeAlias = CheckEvictionResponse  # noqa: Y015
 
 @_typing.final
 class PermitStatusRequest(_message.Message):

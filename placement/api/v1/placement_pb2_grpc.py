@@ -64,6 +64,16 @@ class PlacementStub:
                 request_serializer=placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusRequest.SerializeToString,
                 response_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusResponse.FromString,
                 _registered_method=True)
+        self.Preempt = channel.unary_unary(
+                '/kubenexus.placement.v1.Placement/Preempt',
+                request_serializer=placement_dot_api_dot_v1_dot_placement__pb2.PreemptRequest.SerializeToString,
+                response_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.PreemptResponse.FromString,
+                _registered_method=True)
+        self.CheckEviction = channel.unary_unary(
+                '/kubenexus.placement.v1.Placement/CheckEviction',
+                request_serializer=placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionRequest.SerializeToString,
+                response_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionResponse.FromString,
+                _registered_method=True)
         self.GetNodeTopology = channel.unary_unary(
                 '/kubenexus.placement.v1.Placement/GetNodeTopology',
                 request_serializer=placement_dot_api_dot_v1_dot_placement__pb2.GetNodeTopologyRequest.SerializeToString,
@@ -127,6 +137,24 @@ class PlacementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Preempt(self, request, context):
+        """For a pod or a gang that fits nowhere: the cheapest set of lower-priority victims whose eviction lets
+        the exact plan succeed, and the nodes nominated for it (held for it while the victims leave). Evicts
+        nothing itself: the caller evicts through the Eviction API.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckEviction(self, request, context):
+        """Whether the pod would fit each candidate node once the named pods are gone from it: the node's
+        constraints, NUMA admission and GPU or DRA device choice decided without them (kube-scheduler's
+        extender preemption verb). Reserves and evicts nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetNodeTopology(self, request, context):
         """What the service believes about one node: cells, free and total amounts, GPUs, links, pods.
         """
@@ -180,6 +208,16 @@ def add_PlacementServicer_to_server(servicer, server):
                     servicer.PermitStatus,
                     request_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusRequest.FromString,
                     response_serializer=placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusResponse.SerializeToString,
+            ),
+            'Preempt': grpc.unary_unary_rpc_method_handler(
+                    servicer.Preempt,
+                    request_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.PreemptRequest.FromString,
+                    response_serializer=placement_dot_api_dot_v1_dot_placement__pb2.PreemptResponse.SerializeToString,
+            ),
+            'CheckEviction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckEviction,
+                    request_deserializer=placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionRequest.FromString,
+                    response_serializer=placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionResponse.SerializeToString,
             ),
             'GetNodeTopology': grpc.unary_unary_rpc_method_handler(
                     servicer.GetNodeTopology,
@@ -359,6 +397,60 @@ class Placement:
             '/kubenexus.placement.v1.Placement/PermitStatus',
             placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusRequest.SerializeToString,
             placement_dot_api_dot_v1_dot_placement__pb2.PermitStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Preempt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubenexus.placement.v1.Placement/Preempt',
+            placement_dot_api_dot_v1_dot_placement__pb2.PreemptRequest.SerializeToString,
+            placement_dot_api_dot_v1_dot_placement__pb2.PreemptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckEviction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubenexus.placement.v1.Placement/CheckEviction',
+            placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionRequest.SerializeToString,
+            placement_dot_api_dot_v1_dot_placement__pb2.CheckEvictionResponse.FromString,
             options,
             channel_credentials,
             insecure,

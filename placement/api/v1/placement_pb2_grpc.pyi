@@ -60,6 +60,16 @@ class PlacementStub:
     """Place a pod group all-or-nothing: every member's node, cells and GPUs, or the reason it waits."""
     PermitStatus: _grpc.UnaryUnaryMultiCallable[_placement_pb2.PermitStatusRequest, _placement_pb2.PermitStatusResponse]
     """Whether a gang member may bind now (the scheduler framework's Permit), or waits for its group."""
+    Preempt: _grpc.UnaryUnaryMultiCallable[_placement_pb2.PreemptRequest, _placement_pb2.PreemptResponse]
+    """For a pod or a gang that fits nowhere: the cheapest set of lower-priority victims whose eviction lets
+    the exact plan succeed, and the nodes nominated for it (held for it while the victims leave). Evicts
+    nothing itself: the caller evicts through the Eviction API.
+    """
+    CheckEviction: _grpc.UnaryUnaryMultiCallable[_placement_pb2.CheckEvictionRequest, _placement_pb2.CheckEvictionResponse]
+    """Whether the pod would fit each candidate node once the named pods are gone from it: the node's
+    constraints, NUMA admission and GPU or DRA device choice decided without them (kube-scheduler's
+    extender preemption verb). Reserves and evicts nothing.
+    """
     GetNodeTopology: _grpc.UnaryUnaryMultiCallable[_placement_pb2.GetNodeTopologyRequest, _placement_pb2.NodeTopology]
     """What the service believes about one node: cells, free and total amounts, GPUs, links, pods."""
     ListNodes: _grpc.UnaryUnaryMultiCallable[_placement_pb2.ListNodesRequest, _placement_pb2.ListNodesResponse]
@@ -84,6 +94,16 @@ class PlacementAsyncStub(PlacementStub):
     """Place a pod group all-or-nothing: every member's node, cells and GPUs, or the reason it waits."""
     PermitStatus: _aio.UnaryUnaryMultiCallable[_placement_pb2.PermitStatusRequest, _placement_pb2.PermitStatusResponse]  # type: ignore[assignment]
     """Whether a gang member may bind now (the scheduler framework's Permit), or waits for its group."""
+    Preempt: _aio.UnaryUnaryMultiCallable[_placement_pb2.PreemptRequest, _placement_pb2.PreemptResponse]  # type: ignore[assignment]
+    """For a pod or a gang that fits nowhere: the cheapest set of lower-priority victims whose eviction lets
+    the exact plan succeed, and the nodes nominated for it (held for it while the victims leave). Evicts
+    nothing itself: the caller evicts through the Eviction API.
+    """
+    CheckEviction: _aio.UnaryUnaryMultiCallable[_placement_pb2.CheckEvictionRequest, _placement_pb2.CheckEvictionResponse]  # type: ignore[assignment]
+    """Whether the pod would fit each candidate node once the named pods are gone from it: the node's
+    constraints, NUMA admission and GPU or DRA device choice decided without them (kube-scheduler's
+    extender preemption verb). Reserves and evicts nothing.
+    """
     GetNodeTopology: _aio.UnaryUnaryMultiCallable[_placement_pb2.GetNodeTopologyRequest, _placement_pb2.NodeTopology]  # type: ignore[assignment]
     """What the service believes about one node: cells, free and total amounts, GPUs, links, pods."""
     ListNodes: _aio.UnaryUnaryMultiCallable[_placement_pb2.ListNodesRequest, _placement_pb2.ListNodesResponse]  # type: ignore[assignment]
@@ -141,6 +161,28 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_placement_pb2.PermitStatusResponse, _abc.Awaitable[_placement_pb2.PermitStatusResponse]]:
         """Whether a gang member may bind now (the scheduler framework's Permit), or waits for its group."""
+
+    @_abc_1.abstractmethod
+    def Preempt(
+        self,
+        request: _placement_pb2.PreemptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_placement_pb2.PreemptResponse, _abc.Awaitable[_placement_pb2.PreemptResponse]]:
+        """For a pod or a gang that fits nowhere: the cheapest set of lower-priority victims whose eviction lets
+        the exact plan succeed, and the nodes nominated for it (held for it while the victims leave). Evicts
+        nothing itself: the caller evicts through the Eviction API.
+        """
+
+    @_abc_1.abstractmethod
+    def CheckEviction(
+        self,
+        request: _placement_pb2.CheckEvictionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_placement_pb2.CheckEvictionResponse, _abc.Awaitable[_placement_pb2.CheckEvictionResponse]]:
+        """Whether the pod would fit each candidate node once the named pods are gone from it: the node's
+        constraints, NUMA admission and GPU or DRA device choice decided without them (kube-scheduler's
+        extender preemption verb). Reserves and evicts nothing.
+        """
 
     @_abc_1.abstractmethod
     def GetNodeTopology(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,8 @@ class PodInCluster:
     namespace: str
     labels: Labels
     constraints: PodConstraints
+    # The workload policies' components (``placement.state.workload_scores``), added after the plugins'.
+    policies: Callable[[Scores], Scores] | None = None
 
     def verdict(self, rows: IntArray) -> ConstraintVerdict:
         if self.constraints.constrains_nothing():
@@ -53,7 +55,12 @@ class PodInCluster:
         return merge_with_resources(resources, self.verdict(resources.rows))
 
     def scored(self, scores: Scores) -> Scores:
-        """``scores`` (of nodes that passed the filter) with the constraint plugins' scores added."""
+        """``scores`` (of nodes that passed the filter) with the constraint plugins' scores added, then the
+        workload policies' components."""
+        scores = self._with_plugin_scores(scores)
+        return scores if self.policies is None else self.policies(scores)
+
+    def _with_plugin_scores(self, scores: Scores) -> Scores:
         if self.constraints.constrains_nothing():
             self.cache.bind(self.view)
             _, preferring_nodes = self.cache.node_rules()

@@ -213,7 +213,8 @@ class NodeFacts:
 
 @dataclass(frozen=True)
 class PlacedPod:
-    """What the inter-pod plugins and NodePorts read of a pod already bound to (or reserved on) a node."""
+    """What the inter-pod plugins and NodePorts read of a pod already bound to (or reserved on) a node, and
+    what preemption reads of it (its priority, its group)."""
 
     namespace: str
     name: str
@@ -222,3 +223,7 @@ class PlacedPod:
     host_ports: tuple[HostPort, ...] = ()
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
+    priority: int = 0  # spec.priority: preemption evicts only pods of lower priority
+    group: str = ""  # "namespace/name" of the pod group it belongs to: evicted whole, never in part
+    workload: str = ""  # "Kind/name" of its controller's workload (Deployment, StatefulSet, ...): what services spread
+    uid: str = ""  # metadata.uid: how kube-scheduler's extender preemption names a victim (MetaPod.UID)

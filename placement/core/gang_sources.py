@@ -1,0 +1,335 @@
+"""Pod groups from the APIs operators create, read into one model: which group a pod joins, and what it asks.
+
+Five ways to define a gang, one internal model (``GroupDefinition``) for all of them::
+
+    source                       the group's object                            how a pod joins
+    kubenexus                    none: the pods' labels                        pod-group.scheduling.kubenexus.io/name
+    scheduling.x-k8s.io          scheduler-plugins PodGroup (v1alpha1)         label scheduling.x-k8s.io/pod-group
+    scheduling.volcano.sh        Volcano PodGroup (v1beta1)                    annotation scheduling.k8s.io/group-name
+    scheduling.k8s.io/v1alpha2   native PodGroup (Kubernetes 1.36)             spec.schedulingGroup.podGroupName
+    scheduling.k8s.io/v1alpha1   native Workload (Kubernetes 1.35)             spec.workloadRef {name, podGroup,
+                                                                               podGroupReplicaKey}
+
+Upstream sources of each rule:
+
+* Volcano's scheduler reads the group from the pod annotation ``scheduling.k8s.io/group-name`` only
+  (``KubeGroupNameAnnotationKey``, volcano.sh/apis pkg/apis/scheduling/v1beta1/labels.go; read by
+  ``getJobID`` in volcano pkg/scheduler/api/job_info.go); the group is ``namespace/annotation``.
+* scheduler-plugins reads the label ``scheduling.x-k8s.io/pod-group`` (``PodGroupLabel``,
+  apis/scheduling/v1alpha1/types.go; ``util.GetPodGroupLabel``).
+* Kubernetes 1.35 (KEP-4671): ``Pod.spec.workloadRef`` names a Workload and one of its ``podGroups``; each
+  distinct ``podGroupReplicaKey`` is a gang of its own. A pod group's ``policy`` is a union of ``basic``
+  (each pod scheduled on its own: no gang) and ``gang`` (``minCount`` > 0 required); the API server's
+  validation (pkg/apis/scheduling/validation) refuses any other shape, so a missing ``minCount`` or both
+  members set never reach a real cluster's store and are refused here with the same rule.
+* Kubernetes 1.36 (KEP-5832, KEP-5732): ``Pod.spec.schedulingGroup.podGroupName`` names a PodGroup, which
+  carries its own copy of the policy (``spec.schedulingPolicy``, the same union) and at most one
+  ``schedulingConstraints.topology[].key``: every member on nodes with one value of that node label.
+
+The coordinator keys groups by ``GroupRef(namespace, name)`` and writes that name into its members' group
+labels, so the name must be a label value and must not collide across sources (``PodGroupKey.group_name``):
+
+* our labels and scheduler-plugins: the label value itself (one namespace of names: a pod may carry both
+  labels when they name the same group, ``placement.core.podgroup``);
+* Volcano ``volcano_<name>``, native PodGroup ``podgroup_<name>``, Workload
+  ``workload_<workload>_<podGroup>[_<replicaKey>]``: object names never contain ``_``, so these never
+  collide with each other; a label group named so is documented as reserved (docs/gang.md);
+* a name longer than 63 characters keeps its first characters and ends with ``_`` and 10 hex digits of the
+  SHA-256 of the full name: stable across restarts and replicas.
+
+Errors name the object (or pod), the field, the value and what is accepted, one sentence each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.podgroup import DomainConstraint, GroupRef
+
+SOURCE_OURS = "kubenexus"
+SOURCE_SCHEDULER_PLUGINS = "scheduling.x-k8s.io"
+SOURCE_VOLCANO = "scheduling.volcano.sh"
+SOURCE_PODGROUP = "scheduling.k8s.io/v1alpha2"
+SOURCE_WORKLOAD = "scheduling.k8s.io/v1alpha1"
+SOURCES = (SOURCE_OURS, SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP, SOURCE_WORKLOAD)
+
+# Volcano's pod annotation naming the PodGroup (volcano.sh/apis scheduling/v1beta1 KubeGroupNameAnnotationKey).
+VOLCANO_GROUP_KEY = "scheduling.k8s.io/group-name"
+
+# What a Volcano PodGroup's ``spec.networkTopology.highestTierAllowed`` tier N means here: the members stay
+# within one domain of DEFAULT_VOLCANO_TIERS[N - 1] (tier 1 is the closest hyperNode tier). Configurable.
+DEFAULT_VOLCANO_TIERS = ("rack", "block", "zone")
+
+# The prefix of each object source's group names; object names never contain "_".
+_NAME_PREFIX = {SOURCE_VOLCANO: "volcano", SOURCE_PODGROUP: "podgroup", SOURCE_WORKLOAD: "workload"}
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_LABEL_VALUE_MAX = 63
+_DIGEST_CHARS = 10
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_OBJECT_NAME = "an object name: a lowercase DNS subdomain of at most 253 characters"
+_REPLICA_KEY = "a DNS label: at most 63 lowercase alphanumerics or '-'"
+_MIN_COUNT = "a positive integer, e.g. 8"
+_POLICY = "exactly one of basic: {} or gang: {minCount: N}"
+
+
+class GangSourceError(ValueError):
+    """A pod's group reference or a group object the service refuses; the message names what and why."""
+
+
+@dataclass(frozen=True, order=True)
+class PodGroupKey:
+    """Which group a pod joins: the source, the namespace, the object (or label) name, and for a 1.35
+    Workload the pod group within it and the replica key (each replica key its own gang)."""
+
+    source: str
+    namespace: str
+    name: str
+    pod_group: str = ""
+    replica_key: str = ""
+
+    @property
+    def group_name(self) -> str:
+        """The coordinator's name for the group: a label value, unique in the namespace across sources."""
+        if self.source in (SOURCE_OURS, SOURCE_SCHEDULER_PLUGINS):
+            return self.name
+        parts = [_NAME_PREFIX[self.source], self.name]
+        if self.source == SOURCE_WORKLOAD:
+            parts.append(self.pod_group)
+            if self.replica_key:
+                parts.append(self.replica_key)
+        full = "_".join(parts)
+        if len(full) <= _LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(full):
+            return full
+        digest = hashlib.sha256(full.encode()).hexdigest()[:_DIGEST_CHARS]
+        head = full[: _LABEL_VALUE_MAX - _DIGEST_CHARS - 1].rstrip("-_.")
+        return f"{head}_{digest}"
+
+    @property
+    def ref(self) -> GroupRef:
+        return GroupRef(self.namespace, self.group_name)
+
+    @property
+    def object_name(self) -> str:
+        """The object that defines the group, as users name it: ``ns/name`` (and the pod group, replica)."""
+        where = f"{self.namespace}/{self.name}"
+        if self.source == SOURCE_WORKLOAD:
+            where += f" pod group {self.pod_group}"
+            if self.replica_key:
+                where += f" replica {self.replica_key}"
+        return where
+
+    def __str__(self) -> str:
+        return f"{self.object_name} ({self.source})"
+
+
+@dataclass(frozen=True)
+class GroupDefinition:
+    """What a group's object asks: how many members are placed together, for how long reserved members may
+    wait to bind, and where they must (or should) land. ``gang`` False: a basic policy, each pod placed on
+    its own."""
+
+    key: PodGroupKey
+    min_member: int
+    timeout_s: float | None = None
+    topology: tuple[DomainConstraint, ...] = ()
+    gang: bool = True
+
+    @property
+    def ref(self) -> GroupRef:
+        return self.key.ref
+
+    @property
+    def source(self) -> str:
+        return self.key.source
+
+
+# --- which group a pod joins --------------------------------------------------------------------------------
+
+
+def group_of(pod: Mapping[str, Any]) -> PodGroupKey | None:
+    """The group a Pod object joins, or None for a pod of no group; ``GangSourceError`` when its reference
+    is invalid or it names groups of two sources."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    namespace = str(metadata.get("namespace") or "default")
+    where = f"pod {namespace}/{metadata.get('name') or ''}"
+    labels: Mapping[str, str] = metadata.get("labels") or {}
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    found: list[PodGroupKey] = []
+    scheduling_group = spec.get("schedulingGroup")
+    if scheduling_group is not None:
+        name = _object_name(where, "spec.schedulingGroup.podGroupName", _mapping(scheduling_group).get("podGroupName"))
+        found.append(PodGroupKey(SOURCE_PODGROUP, namespace, name))
+    workload_ref = spec.get("workloadRef")
+    if workload_ref is not None:
+        found.append(_workload_key(where, namespace, _mapping(workload_ref)))
+    # Our label and scheduler-plugins' may name one group together (placement.core.podgroup checks they agree).
+    plugin_name = labels.get(SCHEDULER_PLUGINS_KEY)
+    if plugin_name is not None:
+        found.append(PodGroupKey(SOURCE_SCHEDULER_PLUGINS, namespace, plugin_name))
+    elif labels.get(GROUP_NAME_KEY) is not None:
+        found.append(PodGroupKey(SOURCE_OURS, namespace, labels[GROUP_NAME_KEY]))
+    volcano_name = annotations.get(VOLCANO_GROUP_KEY)
+    if volcano_name:  # Volcano reads a non-empty value only (getJobID)
+        found.append(PodGroupKey(SOURCE_VOLCANO, namespace, _object_name(where, VOLCANO_GROUP_KEY, volcano_name)))
+    if len(found) > 1:
+        named = " and ".join(str(key) for key in found)
+        raise GangSourceError(f"{where} joins more than one pod group ({named}); accepted: one group per pod")
+    return found[0] if found else None
+
+
+def _workload_key(where: str, namespace: str, ref: Mapping[str, Any]) -> PodGroupKey:
+    name = _object_name(where, "spec.workloadRef.name", ref.get("name"))
+    pod_group = _object_name(where, "spec.workloadRef.podGroup", ref.get("podGroup"))
+    replica = ref.get("podGroupReplicaKey") or ""
+    if replica and not (isinstance(replica, str) and len(replica) <= 63 and _DNS_LABEL.fullmatch(replica)):
+        raise GangSourceError(
+            f"{where}: invalid spec.workloadRef.podGroupReplicaKey {replica!r}; accepted: {_REPLICA_KEY}"
+        )
+    return PodGroupKey(SOURCE_WORKLOAD, namespace, name, pod_group, str(replica))
+
+
+# --- the group objects ---------------------------------------------------------------------------------------
+
+
+def parse_scheduler_plugins_pod_group(obj: Mapping[str, Any]) -> GroupDefinition:
+    """A scheduler-plugins PodGroup (``scheduling.x-k8s.io/v1alpha1``): ``spec.minMember`` (>= 1) and
+    ``spec.scheduleTimeoutSeconds`` (how long reserved members wait, as coscheduling's Permit:
+    ``util.GetWaitTimeDuration``)."""
+    key = PodGroupKey(SOURCE_SCHEDULER_PLUGINS, *_namespaced_name(obj))
+    spec = _mapping(obj.get("spec"))
+    where = f"PodGroup {key.object_name} ({key.source})"
+    minimum = _positive(where, "spec.minMember", spec.get("minMember"))
+    timeout = spec.get("scheduleTimeoutSeconds")
+    timeout_s = None if timeout is None else float(_positive(where, "spec.scheduleTimeoutSeconds", timeout))
+    return GroupDefinition(key, minimum, timeout_s)
+
+
+def parse_volcano_pod_group(obj: Mapping[str, Any], *, tiers: Sequence[str] = DEFAULT_VOLCANO_TIERS) -> GroupDefinition:
+    """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``): ``spec.minMember`` and, when set,
+    ``spec.networkTopology``: mode ``hard`` (the CRD's default) or ``soft`` and ``highestTierAllowed`` N
+    become a required or preferred ``DomainConstraint`` at ``tiers[N - 1]``; a tier beyond ``tiers`` (or
+    none) constrains nothing. ``highestTierName`` names the level itself."""
+    key = PodGroupKey(SOURCE_VOLCANO, *_namespaced_name(obj))
+    spec = _mapping(obj.get("spec"))
+    where = f"PodGroup {key.object_name} ({key.source})"
+    # Volcano's CRD allows minMember 0 (minimum: 0); a group of no members is no gang: each pod on its own.
+    raw = spec.get("minMember", 0)
+    minimum = 0 if raw == 0 and not isinstance(raw, bool) else _positive(where, "spec.minMember", raw)
+    topology: tuple[DomainConstraint, ...] = ()
+    network = spec.get("networkTopology")
+    if network is not None:
+        topology = _volcano_topology(where, _mapping(network), tiers)
+    return GroupDefinition(key, max(minimum, 1), None, topology, gang=minimum > 0)
+
+
+def _volcano_topology(where: str, network: Mapping[str, Any], tiers: Sequence[str]) -> tuple[DomainConstraint, ...]:
+    mode = network.get("mode", "hard")
+    if mode not in ("hard", "soft"):
+        raise GangSourceError(f"{where}: invalid spec.networkTopology.mode {mode!r}; accepted: hard | soft")
+    tier, tier_name = network.get("highestTierAllowed"), network.get("highestTierName")
+    if tier is not None and tier_name is not None:
+        raise GangSourceError(
+            f"{where}: spec.networkTopology sets both highestTierAllowed and highestTierName; accepted: one of them"
+        )
+    if tier_name is not None:
+        if not isinstance(tier_name, str) or not tier_name:
+            raise GangSourceError(
+                f"{where}: invalid spec.networkTopology.highestTierName {tier_name!r}; accepted: a level name"
+            )
+        return (DomainConstraint(tier_name, required=mode == "hard"),)
+    if tier is None:
+        return ()
+    number = _positive(where, "spec.networkTopology.highestTierAllowed", tier)
+    if number > len(tiers):
+        return ()
+    return (DomainConstraint(tiers[number - 1], required=mode == "hard"),)
+
+
+def parse_native_pod_group(obj: Mapping[str, Any]) -> GroupDefinition:
+    """A native PodGroup (``scheduling.k8s.io/v1alpha2``, Kubernetes 1.36): ``spec.schedulingPolicy``
+    (basic, or gang with ``minCount``) and ``spec.schedulingConstraints.topology[].key``, each a required
+    ``DomainConstraint`` at that node label key (the API allows one entry)."""
+    key = PodGroupKey(SOURCE_PODGROUP, *_namespaced_name(obj))
+    spec = _mapping(obj.get("spec"))
+    where = f"PodGroup {key.object_name} ({key.source})"
+    minimum = _policy(where, "spec.schedulingPolicy", spec.get("schedulingPolicy"))
+    constraints = _mapping(spec.get("schedulingConstraints"))
+    topology = []
+    for index, entry in enumerate(constraints.get("topology") or ()):
+        level = _mapping(entry).get("key")
+        if not isinstance(level, str) or not level:
+            field = f"spec.schedulingConstraints.topology[{index}].key"
+            raise GangSourceError(f"{where}: invalid {field} {level!r}; accepted: a node label key")
+        topology.append(DomainConstraint(level, required=True))
+    return GroupDefinition(key, minimum or 1, None, tuple(topology), gang=minimum is not None)
+
+
+def parse_workload(obj: Mapping[str, Any]) -> dict[str, GroupDefinition]:
+    """A native Workload (``scheduling.k8s.io/v1alpha1``, Kubernetes 1.35): one definition per entry of
+    ``spec.podGroups`` by its name, for replica key "" (``definition_for_replica`` gives another key's)."""
+    namespace, name = _namespaced_name(obj)
+    where = f"Workload {namespace}/{name} ({SOURCE_WORKLOAD})"
+    definitions: dict[str, GroupDefinition] = {}
+    for index, entry in enumerate(_mapping(obj.get("spec")).get("podGroups") or ()):
+        group = _mapping(entry)
+        group_name = _object_name(where, f"spec.podGroups[{index}].name", group.get("name"))
+        if group_name in definitions:
+            raise GangSourceError(f"{where}: spec.podGroups names {group_name!r} twice; accepted: unique names")
+        minimum = _policy(where, f"spec.podGroups[{index}].policy", group.get("policy"))
+        key = PodGroupKey(SOURCE_WORKLOAD, namespace, name, group_name)
+        definitions[group_name] = GroupDefinition(key, minimum or 1, None, (), gang=minimum is not None)
+    return definitions
+
+
+def definition_for_replica(definition: GroupDefinition, replica_key: str) -> GroupDefinition:
+    """A Workload pod group's definition for one replica key: the same policy, a gang of its own."""
+    key = definition.key
+    replica = PodGroupKey(key.source, key.namespace, key.name, key.pod_group, replica_key)
+    return GroupDefinition(replica, definition.min_member, definition.timeout_s, definition.topology, definition.gang)
+
+
+# --- fields --------------------------------------------------------------------------------------------------
+
+
+def _policy(where: str, field: str, raw: object) -> int | None:
+    """A scheduling policy union: the gang's ``minCount``, or None for ``basic``."""
+    policy = _mapping(raw)
+    members = [name for name in ("basic", "gang") if policy.get(name) is not None]
+    if len(members) != 1:
+        shown = ", ".join(members) or "neither"
+        raise GangSourceError(f"{where}: {field} sets {shown}; accepted: {_POLICY}")
+    if members == ["basic"]:
+        return None
+    return _positive(where, f"{field}.gang.minCount", _mapping(policy["gang"]).get("minCount"))
+
+
+def _positive(where: str, field: str, raw: object) -> int:
+    if raw is None:
+        raise GangSourceError(f"{where}: {field} is missing; accepted: {_MIN_COUNT}")
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise GangSourceError(f"{where}: invalid {field} {raw!r}; accepted: {_MIN_COUNT}")
+    return raw
+
+
+def _object_name(where: str, field: str, raw: object) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise GangSourceError(f"{where}: {field} is missing; accepted: {_OBJECT_NAME}")
+    if len(raw) > 253 or not _DNS_SUBDOMAIN.fullmatch(raw):
+        raise GangSourceError(f"{where}: invalid {field} {raw!r}; accepted: {_OBJECT_NAME}")
+    return raw
+
+
+def _namespaced_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = _mapping(obj.get("metadata"))
+    return str(metadata.get("namespace") or "default"), str(metadata.get("name") or "")
+
+
+def _mapping(raw: object) -> Mapping[str, Any]:
+    return raw if isinstance(raw, Mapping) else {}

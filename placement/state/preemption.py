@@ -1,0 +1,648 @@
+"""Preemption: when a pod or a gang fits nowhere, the cheapest set of lower-priority victims whose eviction
+lets the exact plan succeed, simulated before anything is evicted (docs/preemption.md).
+
+``find_preemption`` decides and changes nothing; the caller holds ``index.lock``, evicts the victims
+(Eviction API), nominates the preemptors (``Nominations``) and says who preempted whom.
+
+* **Eligibility** (``PodEligibleToPreemptOthers``): a preemptor with ``preemptionPolicy: Never`` evicts
+  nobody. Victims have a priority strictly lower than the preemptor's (a gang's: its lowest member's).
+* **Units**: a pod of a pod group is evicted with every placed member of its group (``group_of``), on
+  whatever node they run, never half a gang; the room they free elsewhere is the preemptor's too. A pod
+  whose group holds any member of priority >= the preemptor's is not a victim at all. Only bound pods are
+  victims: a reservation not yet bound is in flight, the Eviction API cannot evict it.
+* **Candidates**: nodes the preemptor's constraints refuse for reasons eviction cannot fix (no topology
+  report, its node name, selector or affinity, taints, cordon, readiness; and, a difference from
+  upstream, pod constraints such as inter-pod anti-affinity, which upstream re-judges with the victims
+  removed) are skipped. A cheap bound orders the rest: the lowest priority whose units, all gone, let the
+  node-level requests fit; nodes are then judged exactly in that order until enough candidates are found
+  (``candidate_count``: 10% of the nodes, at least 100, as upstream) or no later node can beat the best.
+* **Exactness**: each candidate is judged on the node's arrays recomputed without the victims
+  (``ClusterIndex.arrays_without``), through the same admission the placement uses: the vectorised filter
+  (resources, the pod's NUMA intent), then the kubelet's Topology Manager model and the device plugin's GPU
+  choice (``plan_on_node``) for a lone pod, the gang planner (``plan_gang``) for a gang. A node where even
+  every lower-priority unit gone leaves the kubelet refusing takes no victims.
+* **Reprieve and budgets**: ``placement.core.preemption.reprieve``; a candidate whose victims would break a
+  PodDisruptionBudget is not chosen at all (upstream only prefers fewer violations; the Eviction API we
+  evict through refuses such an eviction).
+* **Choice**: ``CandidateKey``: the lowest highest victim priority, the smallest priority sum, the fewest
+  victims, the least topology damage (GPUs freed the preemptor leaves unused), the lowest tenant tier
+  among the victims (``victim_tier``), then the node names.
+
+DRA: a preemptor with resource claims is refused with a reason (devices freed by victims are not
+simulated yet).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.core.constraints.model import PlacedPod
+from placement.core.decision import NodePlan, plan_on_node
+from placement.core.domains import DEFAULT_LEVELS, TopologyLevel, TopologyLevels
+from placement.core.feasibility import filter_nodes
+from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
+from placement.core.gpu_sets import score_gpu_set
+from placement.core.podgroup import DomainConstraint, SpreadPolicy
+from placement.core.pods import PendingPod, PodUsage
+from placement.core.preemption import (
+    CandidateKey,
+    DisruptionBudget,
+    Unit,
+    UnitPod,
+    broken_budget,
+    candidate_count,
+    reprieve,
+)
+from placement.core.vocabulary import GPU_RESOURCE, IntArray, PodDemand, RejectionKind, demand_of
+from placement.state.cluster_index import ClusterIndex
+from placement.state.gang_rules import member_rules
+
+Key = tuple[str, str]
+# Constraint refusals eviction cannot lift (see the module docstring).
+_UNRESOLVABLE = frozenset(
+    {
+        RejectionKind.UNKNOWN_NODE,
+        RejectionKind.NO_TOPOLOGY,
+        RejectionKind.NODE_CONSTRAINT,
+        RejectionKind.POD_CONSTRAINT,
+    }
+)
+_SHOWN = 5  # victims named in a reason; the rest are counted
+GANG_SAMPLE = 16  # nodes with an option to find for a gang before choosing (see ``_preempt_for_gang``)
+_UNLINKED = -1  # the link quality of a plan with fewer than two GPUs: any plan that holds matches it
+
+
+@dataclass(frozen=True)
+class Victim:
+    namespace: str
+    name: str
+    node: str
+    priority: int
+    group: str  # "namespace/name" of the gang it is evicted with (whole); "" for a lone pod
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victims: tuple[Victim, ...]
+    nominations: tuple[tuple[tuple[str, str], str], ...]  # (preemptor pod key, node)
+    reason: str  # one sentence for events/logs: what is evicted, on which nodes, and why that suffices
+
+
+@dataclass(frozen=True)
+class NoPreemption:
+    reason: str  # one sentence: why nothing may be evicted
+
+
+TierOf = Callable[[str, Mapping[str, str]], int]
+
+
+def find_preemption(
+    index: ClusterIndex,
+    preemptors: Sequence[PendingPod],
+    *,
+    candidates: Sequence[str] | None = None,
+    constraints: Sequence[DomainConstraint] = (),
+    policy: SpreadPolicy = SpreadPolicy.PACKED,
+    locality: Locality | None = None,
+    now: float | None = None,
+    victim_tier: TierOf | None = None,
+    budgets: Sequence[DisruptionBudget] | None = None,
+    levels: TopologyLevels = DEFAULT_LEVELS,
+) -> Preemption | NoPreemption:
+    """The cheapest preemption that lets ``preemptors`` (one lone pod, or a gang's pending members) be
+    placed, or why there is none. Caller holds ``index.lock``. Pure decision: changes nothing.
+
+    ``now``: wall-clock seconds, to age budgets' ``disruptedPods`` (default: the clock now). ``budgets``:
+    the PodDisruptionBudgets (default: those in ``index.facts``). ``levels``: the cluster's topology levels,
+    which a constraint's level names (``placement.core.domains``; the gang coordinator's).
+    """
+    if not preemptors:
+        return NoPreemption("no preemptor was given")
+    who = _who(preemptors)
+    never = [p for p in preemptors if p.preempt_never]
+    if never:
+        return NoPreemption(f"{who} has preemptionPolicy Never: it waits for room and evicts nobody")
+    claims = [p for p in preemptors if p.resource_claims]
+    if claims:
+        return NoPreemption(
+            f"{who} has DRA resource claims: preemption does not simulate devices freed by victims, so it evicts nobody"
+        )
+    judge = _Judge(
+        index=index,
+        priority=min(p.priority for p in preemptors),
+        budgets=tuple(budgets if budgets is not None else index.facts.disruption_budgets()),
+        now=time.time() if now is None else now,
+        tier=victim_tier,
+    )
+    rows = _candidate_rows(index, preemptors, candidates)
+    if rows.size == 0:
+        return NoPreemption(
+            f"no node can take {who} even with pods evicted: every candidate refuses it for reasons eviction "
+            "cannot fix (no topology report, node selector or affinity, taints, pod constraints)"
+        )
+    if len(preemptors) == 1 and not constraints:
+        return _preempt_for_pod(judge, preemptors[0], rows)
+    return _preempt_for_gang(
+        judge,
+        preemptors,
+        rows,
+        constraints=constraints,
+        policy=policy,
+        locality=locality,
+        levels=levels,
+    )
+
+
+# --- the cluster as preemption reads it --------------------------------------------------------------
+
+
+@dataclass
+class _Judge:
+    """What one decision reads: the index, the preemptor's priority, the budgets, the units found."""
+
+    index: ClusterIndex
+    priority: int
+    budgets: tuple[DisruptionBudget, ...]
+    now: float
+    tier: TierOf | None
+    _groups: dict[str, list[Key]] | None = None
+    _units: dict[str, Unit | None] | None = None
+
+    def units_on(self, name: str) -> list[Unit]:
+        """The evictable units with a pod on node ``name``: lower priority, bound, every member known."""
+        if self._units is None:
+            self._units = {}
+        units: dict[str, Unit] = {}
+        for usage, bound, _ in self.index.pods_on(name):
+            if not bound:
+                continue
+            placed = self.index.facts.pod(*usage.key)
+            if placed is None:
+                continue  # its priority is not known: not a victim
+            unit_name = placed.group or f"{usage.namespace}/{usage.name}"
+            if unit_name in units:
+                continue
+            if unit_name not in self._units:
+                self._units[unit_name] = self._unit(placed, usage)
+            unit = self._units[unit_name]
+            if unit is not None:
+                units[unit_name] = unit
+        return list(units.values())
+
+    def _unit(self, placed: PlacedPod, usage: PodUsage) -> Unit | None:
+        if not placed.group:
+            if placed.priority >= self.priority:
+                return None
+            return Unit(group="", pods=(_unit_pod(placed, usage),))
+        members = []
+        for key in self._members(placed.group):
+            member = self.index.facts.pod(*key)
+            held = self.index.pod(*key)
+            if member is None or held is None:
+                continue
+            member_usage, bound, _ = held
+            if member.priority >= self.priority or not bound:
+                return None  # a member the preemptor may not evict, or one in flight: the gang stays whole
+            members.append(_unit_pod(member, member_usage))
+        return Unit(group=placed.group, pods=tuple(sorted(members, key=lambda p: p.key))) if members else None
+
+    def _members(self, group: str) -> list[Key]:
+        if self._groups is None:
+            self._groups = {}
+            pods, _ = self.index.facts.placed_pods()
+            for pod in pods:
+                if pod.group:
+                    self._groups.setdefault(pod.group, []).append((pod.namespace, pod.name))
+        return self._groups.get(group, [])
+
+    def tier_of(self, pod: UnitPod) -> int:
+        return 0 if self.tier is None else self.tier(pod.key[0], dict(pod.labels))
+
+    def fits_budgets(self, victims: Sequence[Unit]) -> str | None:
+        """None, or the sentence saying which budget the victims break."""
+        broken = broken_budget(victims, self.budgets, self.now)
+        if broken is None:
+            return None
+        budget, covered = broken
+        return (
+            f"evicting them would disrupt {covered} pod(s) of PodDisruptionBudget {budget.namespace}/{budget.name}, "
+            f"which allows {budget.disruptions_allowed}"
+        )
+
+
+def _unit_pod(placed: PlacedPod, usage: PodUsage) -> UnitPod:
+    gpus = int(dict(usage.demand.device_requests).get(GPU_RESOURCE, 0))
+    return UnitPod(key=usage.key, node=usage.node, priority=placed.priority, labels=placed.labels, gpus=gpus)
+
+
+def _candidate_rows(
+    index: ClusterIndex, preemptors: Sequence[PendingPod], candidates: Sequence[str] | None
+) -> IntArray:
+    """The slots of the candidates, less those every preemptor is refused on for reasons eviction cannot fix."""
+    rows = index.slots(None if candidates is None else list(candidates))
+    rows = rows[index.arrays().numa_count[rows] > 0]
+    keep = np.zeros(len(rows), dtype=np.bool_)
+    seen: set[object] = set()
+    for pod in preemptors:
+        signature = (pod.namespace, pod.sorted_labels(), pod.constraints)
+        if signature in seen:
+            continue
+        seen.add(signature)
+        verdict = index.judge(pod).verdict(rows)
+        unresolvable = np.array(
+            [code != 0 and verdict.kinds[code - 1] in _UNRESOLVABLE for code in verdict.reason_codes.tolist()],
+            dtype=np.bool_,
+        )
+        keep |= ~unresolvable
+    kept: IntArray = rows[keep]
+    return kept
+
+
+@dataclass(frozen=True, order=True)
+class _Bound:
+    """A lower bound on a node's best candidate, what the nodes are judged in order of."""
+
+    highest_priority: int  # no candidate here evicts only pods of lower priority
+    victims: int  # evicting the lowest-priority pods first, the pods it takes to get there
+
+
+_NO_VICTIMS = -(2**31)
+
+
+def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tuple[_Bound, str, int]]:
+    """The nodes some eviction may open to one pod of ``demand``, cheapest bound first.
+
+    Per node, vectorised over every pod of lower priority: the lowest priority p such that, with every such
+    pod of priority <= p gone, the node's free node-level amounts hold the pod. The exact check can only
+    refuse more (and a pod's unit, its whole gang, has a priority >= its own), so no candidate on the node
+    has a highest victim priority below p. A node where even all of them gone leave too little is left out.
+    """
+    index = judge.index
+    arrays = index.arrays()
+    wanted = [(name, amount) for name, amount in demand.node_requests if amount > 0]
+    columns = [arrays.column(name) for name, _ in wanted]
+    if any(column is None for column in columns):
+        return []
+    names = [name for name, _ in wanted]
+    amounts = np.array([amount for _, amount in wanted], dtype=np.float64)
+    free = arrays.node_free[np.array(columns, dtype=np.int64)][:, rows].T  # [nodes, resources]
+    node_names = index.names_of(rows)
+    placed, _ = index.facts.placed_pods()
+    priority_of = {(pod.namespace, pod.name): pod.priority for pod in placed}
+    positions: list[int] = []
+    priorities: list[int] = []
+    requests: list[list[float]] = []
+    for position, usage in index.bound_pods(rows):
+        pod_priority = priority_of.get(usage.key)
+        if pod_priority is None or pod_priority >= judge.priority:
+            continue
+        asked = dict(usage.demand.node_requests)
+        positions.append(position)
+        priorities.append(pod_priority)
+        requests.append([asked.get(n, 0.0) for n in names])
+    fits_now = (free >= amounts).all(axis=1)
+    bounds: dict[int, _Bound] = {int(p): _Bound(_NO_VICTIMS, 0) for p in np.flatnonzero(fits_now).tolist()}
+    if positions:
+        where = np.array(positions, dtype=np.int64)
+        priority = np.array(priorities, dtype=np.int64)
+        order = np.lexsort((priority, where))
+        where, priority = where[order], priority[order]
+        freed = np.array(requests, dtype=np.float64).reshape(len(order), len(names))[order]
+        starts = np.flatnonzero(np.r_[True, where[1:] != where[:-1]])
+        lengths = np.diff(np.r_[starts, where.size])
+        total = np.cumsum(freed, axis=0)
+        before = np.repeat(np.vstack([np.zeros((1, len(names))), total[starts[1:] - 1]]), lengths, axis=0)
+        enough = ((free[where] + total - before) >= amounts).all(axis=1)
+        rank = np.arange(where.size) - np.repeat(starts, lengths)
+        first = np.minimum.reduceat(np.where(enough, rank, where.size), starts)
+        for group, start in enumerate(starts.tolist()):
+            position = int(where[start])
+            if position in bounds or first[group] >= where.size:
+                continue
+            at = start + int(first[group])
+            bounds[position] = _Bound(int(priority[at]), int(first[group]) + 1)
+    ranked = sorted(bounds.items(), key=lambda item: (item[1], node_names[item[0]]))
+    return [(bound, node_names[position], int(rows[position])) for position, bound in ranked]
+
+
+def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preemption | NoPreemption:
+    index = judge.index
+    demand = demand_of(pod.pod)
+    gpus_asked = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
+    order = _in_bound_order(judge, rows, demand)
+    refused_by_budget = ""
+    wanted = candidate_count(len(rows))
+    best: tuple[CandidateKey, str, list[Unit]] | None = None
+    found = 0
+    kubelet_refusals: list[str] = []
+    memo: dict[tuple[object, ...], int | None] = {}
+    for bound, name, slot in order:
+        if best is not None and (found >= wanted or bound.highest_priority > best[0].highest_priority):
+            break
+        units = judge.units_on(name)
+        on_node = {usage.key for usage, _, _ in index.pods_on(name)}
+        everything = frozenset(k for unit in units for k in unit.pod_keys()) & on_node
+        target = _pod_quality(index, slot, pod=pod, demand=demand, evicted=everything, memo=memo)
+        if target is None:
+            kubelet_refusals.append(name)
+            continue
+
+        def fits(evicted: frozenset[Key], slot: int = slot, on_node: set[Key] = on_node, target: int = target) -> bool:
+            quality = _pod_quality(index, slot, pod=pod, demand=demand, evicted=evicted & on_node, memo=memo)
+            return quality is not None and quality >= target
+
+        victims = reprieve(units, fits, judge.budgets, judge.now)
+        if victims is None:
+            kubelet_refusals.append(name)
+            continue
+        broken = judge.fits_budgets(victims)
+        if broken is not None:
+            refused_by_budget = f"on node {name}, {broken}"
+            continue
+        found += 1
+        key = CandidateKey.of(victims, gpus_used=gpus_asked, where=(name,), tier=judge.tier_of)
+        if best is None or key < best[0]:
+            best = (key, name, victims)
+    who = _who([pod])
+    if best is None:
+        return NoPreemption(_nothing_suffices(who, len(order), kubelet_refusals, refused_by_budget))
+    _, node, victims = best
+    return Preemption(
+        victims=_victims(victims),
+        nominations=((pod.key, node),),
+        reason=_reason(who, victims, (node,), "the kubelet's admission then succeeds there"),
+    )
+
+
+def _pod_quality(
+    index: ClusterIndex,
+    slot: int,
+    *,
+    pod: PendingPod,
+    demand: PodDemand,
+    evicted: frozenset[Key],
+    memo: dict[tuple[object, ...], int | None],
+) -> int | None:
+    """None when ``pod`` is refused on ``slot`` with the pods ``evicted`` gone (the vectorised filter, then
+    the kubelet's Topology Manager and the device plugin's GPU choice: ``plan_on_node``); else the weakest
+    link among the GPUs the kubelet would hand it (``_UNLINKED`` for fewer than two). The reprieve keeps a
+    victim back only while the link stays as good as with every victim gone: the pods evicted are those
+    whose GPUs form the set the kubelet hands out, an NVLink-connected one wherever eviction can free one."""
+    key = (slot, evicted)
+    if key in memo:
+        return memo[key]
+    arrays = index.arrays_without(evicted, slots=[slot])
+    only = np.zeros(1, dtype=np.int64)
+    intent = pod.intent if pod.intent.constrains else None
+    quality: int | None = None
+    if filter_nodes(arrays, only, demand, intent).feasible[0]:
+        shape = index.gpu_shape(slot)
+        plan = plan_on_node(
+            arrays,
+            0,
+            demand,
+            intent=pod.intent,
+            landing_cell=-1,
+            gpu_table=None if shape is None else shape.table,
+            free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot, without=evicted),
+            gpu_share_left=None if shape is None else index.gpu_share_left(slot, without=evicted),
+        )
+        if isinstance(plan, NodePlan):
+            weakest = score_gpu_set(shape.table, plan.gpus).weakest_rank if shape is not None and plan.gpus else None
+            quality = _UNLINKED if weakest is None else weakest
+    memo[key] = quality
+    return quality
+
+
+# --- a gang ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NodeOption:
+    """Members a node can take with some of its units evicted."""
+
+    slot: int
+    name: str
+    members: int
+    victims: tuple[Unit, ...]
+    key: CandidateKey
+
+
+def _preempt_for_gang(
+    judge: _Judge,
+    preemptors: Sequence[PendingPod],
+    rows: IntArray,
+    *,
+    constraints: Sequence[DomainConstraint],
+    policy: SpreadPolicy,
+    locality: Locality | None,
+    levels: TopologyLevels,
+) -> Preemption | NoPreemption:
+    index = judge.index
+    who = _who(preemptors)
+    members = [GangMember(key=p.key, demand=demand_of(p.pod), intent=p.intent) for p in preemptors]
+    rules, _ = member_rules(index, list(preemptors))
+    need = len(members)
+    demand = members[0].demand
+    gpus_each = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
+    required = [c for c in constraints if c.required]
+    level = levels.resolve(required[0].level) if required else None
+    domain = _domains(index, level) if level is not None else None
+    if level is not None and domain is not None:
+        rows = rows[domain[rows] >= 0]
+        if rows.size == 0:
+            return NoPreemption(f"no candidate node of {who} carries a label of its {level.describe()}")
+    order = _in_bound_order(judge, rows, demand)
+    # Nodes to find before choosing: enough for two full gangs' worth of options, at least GANG_SAMPLE.
+    wanted = min(max(2 * need, GANG_SAMPLE), len(rows))
+    options: list[_NodeOption] = []
+    kubelet_refusals: list[str] = []
+    memo: dict[tuple[object, ...], int] = {}
+    covered: dict[int, int] = {}  # domain code (0 without a required level) -> members the options hold
+    chosen: tuple[CandidateKey, list[_NodeOption], list[Unit]] | None = None
+    for bound, name, slot in order:
+        if chosen is not None and (len(options) >= wanted or bound.highest_priority > chosen[0].highest_priority):
+            break
+        units = judge.units_on(name)
+        on_node = {usage.key for usage, _, _ in index.pods_on(name)}
+        everything = frozenset(k for u in units for k in u.pod_keys()) & on_node
+        room = _members_fit(index, slot, members, everything, memo, at_least=1)
+        if room == 0:
+            kubelet_refusals.append(name)
+            continue
+        target = min(room, need)
+
+        def fits(evicted: frozenset[Key], slot: int = slot, on_node: set[Key] = on_node, target: int = target) -> bool:
+            return _members_fit(index, slot, members, evicted & on_node, memo, at_least=target) >= target
+
+        victims = reprieve(units, fits, judge.budgets, judge.now)
+        if victims is None or judge.fits_budgets(victims) is not None:
+            continue
+        key = CandidateKey.of(victims, gpus_used=target * gpus_each, where=(name,), tier=judge.tier_of)
+        options.append(_NodeOption(slot, name, target, tuple(victims), key))
+        code = 0 if domain is None else int(domain[slot])
+        covered[code] = covered.get(code, 0) + target
+        if covered[code] >= need:
+            chosen = _choose(options, need, domain, judge, gpus_each) or chosen
+    if chosen is None:
+        reason = _nothing_suffices(who, len(order), kubelet_refusals, "")
+        if level is not None:
+            reason += f"; its members must all be in one {level.noun}"
+        return NoPreemption(reason)
+    _, picked, victims = chosen
+    evicted = frozenset(k for unit in victims for k in unit.pod_keys())
+    arrays = index.arrays_without(evicted)
+    plan = plan_gang(
+        arrays,
+        np.array([option.slot for option in picked], dtype=np.int64),
+        members,
+        gpus=_gpus_without(index, evicted),
+        policy=policy,
+        locality=locality,
+        rules=rules,
+    )
+    if not isinstance(plan, GangPlan):
+        return NoPreemption(f"{who}: even after evicting the cheapest victims the gang does not fit: {plan.reason}")
+    nominations = tuple((m.key, index.name_of(m.row) or "") for m in plan.members)
+    nodes = tuple(dict.fromkeys(node for _, node in nominations))
+    return Preemption(
+        victims=_victims(victims),
+        nominations=nominations,
+        reason=_reason(who, victims, nodes, "the gang planner then places every member"),
+    )
+
+
+def _members_fit(
+    index: ClusterIndex,
+    slot: int,
+    members: Sequence[GangMember],
+    evicted: frozenset[Key],
+    memo: dict[tuple[object, ...], int],
+    *,
+    at_least: int,
+) -> int:
+    """How many of ``members`` (in order) the node takes with the pods ``evicted`` gone, each checked by the
+    exact kubelet model on what the ones before it left (``Workspace``); a bound below ``at_least`` (the
+    whole GPUs left for them) is answered without the exact model."""
+    key = (slot, evicted)
+    known = memo.get(key)
+    if known is not None:
+        return known
+    shape = index.gpu_shape(slot)
+    free = None if shape is None else NodeGpus(shape.table, shape.healthy - index.busy_gpus(slot, without=evicted))
+    gpus_each = int(dict(members[0].demand.device_requests).get(GPU_RESOURCE, 0))
+    if gpus_each and all(m.demand == members[0].demand for m in members):
+        bound = 0 if free is None else len(free.free) // gpus_each
+        if bound < at_least:
+            return bound
+    arrays = index.arrays_without(evicted, slots=[slot])
+    workspace = Workspace(arrays, lambda _row: free)
+    placed = 0
+    for member in members:
+        if isinstance(workspace.place(member, 0), str):
+            break
+        placed += 1
+    memo[key] = placed
+    return placed
+
+
+def _choose(
+    options: Sequence[_NodeOption], need: int, domain: IntArray | None, judge: _Judge, gpus_each: int
+) -> tuple[CandidateKey, list[_NodeOption], list[Unit]] | None:
+    """The cheapest set of node options holding ``need`` members, inside one domain when one is required:
+    per domain, the cheapest options first until they hold the members; then the cheapest domain."""
+    groups: dict[int, list[_NodeOption]] = {}
+    for option in options:
+        groups.setdefault(0 if domain is None else int(domain[option.slot]), []).append(option)
+    best: tuple[CandidateKey, list[_NodeOption], list[Unit]] | None = None
+    for group in groups.values():
+        picked: list[_NodeOption] = []
+        held = 0
+        for option in sorted(group, key=lambda o: (o.key, -o.members)):
+            if held >= need:
+                break
+            picked.append(option)
+            held += option.members
+        if held < need:
+            continue
+        victims = list({unit.name: unit for option in picked for unit in option.victims}.values())
+        if judge.fits_budgets(victims) is not None:
+            continue
+        key = CandidateKey.of(victims, gpus_used=need * gpus_each, where=[o.name for o in picked], tier=judge.tier_of)
+        if best is None or key < best[0]:
+            best = (key, picked, victims)
+    return best
+
+
+def _domains(index: ClusterIndex, level: TopologyLevel) -> IntArray:
+    """Per slot, a code for the node's domain at ``level`` (-1 where its node carries none of the keys)."""
+    keys = level.keys
+    codes = np.full(index.capacity, -1, dtype=np.int64)
+    names: dict[str, int] = {}
+    for key in reversed(list(keys)):  # the first key present wins: written last
+        column, values = index.facts.label_column(key)
+        column = column[: index.capacity]
+        present = column >= 0
+        mapped = np.array([names.setdefault(f"{key}={v}", len(names)) for v in values], dtype=np.int64)
+        if mapped.size:
+            codes[: column.size][present] = mapped[column[present]]
+    return codes
+
+
+def _gpus_without(index: ClusterIndex, evicted: frozenset[Key]) -> Callable[[int], NodeGpus | None]:
+    def gpus(row: int) -> NodeGpus | None:
+        shape = index.gpu_shape(row)
+        return None if shape is None else NodeGpus(shape.table, shape.healthy - index.busy_gpus(row, without=evicted))
+
+    return gpus
+
+
+# --- what people read ------------------------------------------------------------------------------------
+
+
+def _victims(units: Sequence[Unit]) -> tuple[Victim, ...]:
+    return tuple(
+        Victim(namespace=pod.key[0], name=pod.key[1], node=pod.node, priority=pod.priority, group=unit.group)
+        for unit in units
+        for pod in unit.pods
+    )
+
+
+def _who(preemptors: Sequence[PendingPod]) -> str:
+    if len(preemptors) == 1:
+        return f"pod {preemptors[0].namespace}/{preemptors[0].name} (priority {preemptors[0].priority})"
+    lowest = min(p.priority for p in preemptors)
+    return f"the {len(preemptors)} pending members of {preemptors[0].namespace}/... (priority {lowest})"
+
+
+def _reason(who: str, victims: Sequence[Unit], nodes: Sequence[str], why: str) -> str:
+    if not victims:
+        return f"{who} fits on {', '.join(nodes)} without evicting anyone"
+    pods = [pod for unit in victims for pod in unit.pods]
+    named = ", ".join(f"{'/'.join(p.key)} ({p.priority})" for p in pods[:_SHOWN])
+    more = f" and {len(pods) - _SHOWN} more" if len(pods) > _SHOWN else ""
+    gangs = [unit.group for unit in victims if unit.group]
+    whole = f", gang(s) {', '.join(gangs)} evicted whole" if gangs else ""
+    where = sorted({pod.node for pod in pods})
+    return (
+        f"{who} preempts {len(pods)} lower-priority pod(s) {named}{more} on node(s) {', '.join(where)}{whole}: "
+        f"with them gone it is nominated to {', '.join(nodes)} and {why}"
+    )
+
+
+def _nothing_suffices(who: str, judged: int, kubelet_refusals: Sequence[str], refused_by_budget: str) -> str:
+    if judged == 0:
+        return f"{who} fits on no node even with every lower-priority pod evicted: too few resources in all"
+    if refused_by_budget:
+        return f"no preemption for {who}: {refused_by_budget}"
+    if kubelet_refusals:
+        shown = ", ".join(kubelet_refusals[:_SHOWN])
+        return (
+            f"no preemption for {who}: even with every lower-priority pod evicted, the kubelet's admission "
+            f"(NUMA alignment, TopologyAffinityError) would still refuse it on {shown}"
+        )
+    return f"no preemption for {who}: no set of lower-priority pods frees enough room"

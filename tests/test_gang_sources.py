@@ -1,0 +1,319 @@
+"""The gang sources' parsers (``placement.core.gang_sources``) on the real examples of ../shared/data/dra
+(the Kubernetes docs and KEP examples, scheduler-plugins' README, the API round-trip fixtures; read in place)
+and on small Volcano objects authored here after volcano.sh/apis scheduling/v1beta1 types.go."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.gang_sources import (
+    SOURCE_OURS,
+    SOURCE_PODGROUP,
+    SOURCE_SCHEDULER_PLUGINS,
+    SOURCE_VOLCANO,
+    SOURCE_WORKLOAD,
+    VOLCANO_GROUP_KEY,
+    GangSourceError,
+    PodGroupKey,
+    definition_for_replica,
+    group_of,
+    parse_native_pod_group,
+    parse_scheduler_plugins_pod_group,
+    parse_volcano_pod_group,
+    parse_workload,
+)
+from placement.core.podgroup import DomainConstraint, GroupRef
+from tests.conftest import SHARED_DATA, require_shared
+
+DRA = SHARED_DATA / "dra"
+WORKLOAD_API = DRA / "workload-api"
+ROUNDTRIP = DRA / "api-roundtrip-fixtures"
+PLUGINS = DRA / "scheduler-plugins"
+KEP_1_35 = "kep-4671_commit-ed5c92c2f_k8s-1.35-alpha_scheduling.k8s.io_v1alpha1_"
+KEP_1_36 = "kep-4671_commit-cc0a0fbea_k8s-1.36-alpha2_scheduling.k8s.io_v1alpha2_"
+DOCS_1_36 = "k8s-docs_{}_v1.36_scheduling.k8s.io_v1alpha2_PodGroup_{}.yaml"
+LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(require_shared(path).read_text())
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    metadata = spec.pop("metadata", {})
+    return {"metadata": {"name": "p", "namespace": "ml", **metadata}, "spec": spec}
+
+
+# --- which group a pod joins ---------------------------------------------------------------------------------
+
+
+def test_a_1_35_pod_joins_its_workload_pod_group() -> None:
+    pod = _load(WORKLOAD_API / "k8s-docs_workload-reference_v1.35_core_v1_Pod_worker-0_workloadRef.yaml")
+    assert group_of(pod) == PodGroupKey(SOURCE_WORKLOAD, "some-ns", "training-job-workload", "workers")
+
+
+def test_the_1_35_round_trip_pod_carries_a_replica_key() -> None:
+    pod = _load(ROUNDTRIP / "k8s-1.35.7_core_v1_Pod_roundtrip-fuzz_has-workloadRef.yaml")
+    # The fixture's placeholders are not DNS names ("nameValue"): refused with the field named.
+    with pytest.raises(GangSourceError, match=r"spec\.workloadRef\.name 'nameValue'"):
+        group_of(pod)
+    pod["spec"]["workloadRef"] = {"name": "job", "podGroup": "workers", "podGroupReplicaKey": "replica-1"}
+    assert group_of(pod) == PodGroupKey(SOURCE_WORKLOAD, "namespaceValue", "job", "workers", "replica-1")
+
+
+def test_a_1_36_pod_joins_its_pod_group() -> None:
+    pod = _load(WORKLOAD_API / "k8s-docs_scheduling-group_v1.36+_core_v1_Pod_worker-0_schedulingGroup.yaml")
+    assert group_of(pod) == PodGroupKey(SOURCE_PODGROUP, "some-ns", "training-worker-0")
+
+
+def test_a_deployment_template_joins_by_scheduling_group() -> None:
+    deployment = _load(
+        WORKLOAD_API / "example-driver-podgroup-resourceclaimtemplate_apps_v1_Deployment_group-1_schedulingGroup.yaml"
+    )
+    template = deployment["spec"]["template"]
+    pod = {**template, "metadata": {**template["metadata"], "namespace": deployment["metadata"]["namespace"]}}
+    assert group_of(pod) == PodGroupKey(SOURCE_PODGROUP, "podgroup-resourceclaimtemplate", "group-1")
+
+
+def test_scheduler_plugins_members_join_by_their_label() -> None:
+    replica_set = _load(PLUGINS / "scheduler-plugins-coscheduling-readme_apps_v1_ReplicaSet_nginx.yaml")
+    template = replica_set["spec"]["template"]
+    assert group_of(template) == PodGroupKey(SOURCE_SCHEDULER_PLUGINS, "default", "nginx")
+
+
+def test_volcano_members_join_by_the_annotation_volcano_reads() -> None:
+    pod = _pod(metadata={"annotations": {VOLCANO_GROUP_KEY: "train-5e2a"}})
+    assert group_of(pod) == PodGroupKey(SOURCE_VOLCANO, "ml", "train-5e2a")
+    # Volcano's scheduler ignores an empty value (getJobID): no group.
+    assert group_of(_pod(metadata={"annotations": {VOLCANO_GROUP_KEY: ""}})) is None
+
+
+def test_our_labels_and_no_group() -> None:
+    assert group_of(_pod(metadata={"labels": {GROUP_NAME_KEY: "train"}})) == PodGroupKey(SOURCE_OURS, "ml", "train")
+    assert group_of(_pod(metadata={"labels": {"app": "web"}})) is None
+
+
+def test_our_label_beside_scheduler_plugins_label_is_the_plugins_group() -> None:
+    pod = _pod(metadata={"labels": {GROUP_NAME_KEY: "train", SCHEDULER_PLUGINS_KEY: "train"}})
+    assert group_of(pod) == PodGroupKey(SOURCE_SCHEDULER_PLUGINS, "ml", "train")
+
+
+def test_a_pod_naming_two_sources_is_refused_whole() -> None:
+    pod = _pod(metadata={"annotations": {VOLCANO_GROUP_KEY: "a"}}, schedulingGroup={"podGroupName": "b"})
+    with pytest.raises(GangSourceError) as refused:
+        group_of(pod)
+    assert str(refused.value) == (
+        "pod ml/p joins more than one pod group (ml/b (scheduling.k8s.io/v1alpha2) and ml/a "
+        "(scheduling.volcano.sh)); accepted: one group per pod"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"schedulingGroup": {}}, "pod ml/p: spec.schedulingGroup.podGroupName is missing; accepted: an object name"),
+        ({"workloadRef": {"name": "w"}}, "pod ml/p: spec.workloadRef.podGroup is missing; accepted: an object name"),
+        (
+            {"workloadRef": {"name": "w", "podGroup": "g", "podGroupReplicaKey": "Not_A_Label"}},
+            "pod ml/p: invalid spec.workloadRef.podGroupReplicaKey 'Not_A_Label'; accepted: a DNS label",
+        ),
+    ],
+)
+def test_invalid_pod_references_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(GangSourceError) as refused:
+        group_of(_pod(**spec))
+    assert str(refused.value).startswith(message)
+
+
+# --- group names ---------------------------------------------------------------------------------------------
+
+
+def test_group_names_are_label_values_unique_across_sources() -> None:
+    keys = [
+        PodGroupKey(SOURCE_OURS, "ml", "train"),
+        PodGroupKey(SOURCE_VOLCANO, "ml", "train"),
+        PodGroupKey(SOURCE_PODGROUP, "ml", "train"),
+        PodGroupKey(SOURCE_WORKLOAD, "ml", "train", "workers"),
+        PodGroupKey(SOURCE_WORKLOAD, "ml", "train", "workers", "r1"),
+    ]
+    names = [key.group_name for key in keys]
+    assert names == ["train", "volcano_train", "podgroup_train", "workload_train_workers", "workload_train_workers_r1"]
+    assert PodGroupKey(SOURCE_SCHEDULER_PLUGINS, "ml", "train").ref == GroupRef("ml", "train")  # shares ours
+
+
+def test_a_long_name_gets_a_stable_digest_form() -> None:
+    long = PodGroupKey(SOURCE_WORKLOAD, "ml", "w" * 200, "workers", "r1")
+    other = PodGroupKey(SOURCE_WORKLOAD, "ml", "w" * 200, "workers", "r2")
+    name = long.group_name
+    assert len(name) <= 63
+    assert LABEL_VALUE.fullmatch(name)
+    assert name == PodGroupKey(SOURCE_WORKLOAD, "ml", "w" * 200, "workers", "r1").group_name
+    assert name != other.group_name
+    assert name.startswith("workload_www")
+
+
+# --- the objects ---------------------------------------------------------------------------------------------
+
+
+def test_the_scheduler_plugins_readme_pod_group() -> None:
+    definition = parse_scheduler_plugins_pod_group(
+        _load(PLUGINS / "scheduler-plugins-coscheduling-readme_scheduling.x-k8s.io_v1alpha1_PodGroup_nginx.yaml")
+    )
+    assert (definition.key, definition.min_member, definition.timeout_s, definition.gang) == (
+        PodGroupKey(SOURCE_SCHEDULER_PLUGINS, "default", "nginx"),
+        3,
+        10.0,
+        True,
+    )
+
+
+def test_a_scheduler_plugins_pod_group_without_min_member_is_refused() -> None:
+    with pytest.raises(GangSourceError) as refused:
+        parse_scheduler_plugins_pod_group({"metadata": {"name": "g", "namespace": "ml"}, "spec": {}})
+    assert str(refused.value) == (
+        "PodGroup ml/g (scheduling.x-k8s.io): spec.minMember is missing; accepted: a positive integer, e.g. 8"
+    )
+
+
+def test_native_pod_groups_of_the_1_36_docs_and_keps() -> None:
+    standalone = parse_native_pod_group(
+        _load(WORKLOAD_API / DOCS_1_36.format("podgroup-api", "training-worker-0_standalone"))
+    )
+    assert (standalone.key.group_name, standalone.min_member, standalone.topology) == (
+        "podgroup_training-worker-0",
+        4,
+        (),
+    )
+    topology = parse_native_pod_group(
+        _load(WORKLOAD_API / DOCS_1_36.format("topology-aware-scheduling", "example-podgroup_topology"))
+    )
+    assert topology.topology == (DomainConstraint("topology.example.com/rack", required=True),)
+    from_template = parse_native_pod_group(_load(WORKLOAD_API / f"{KEP_1_36}PodGroup_job-instance-worker-0.yaml"))
+    assert from_template.min_member == 100
+    assert from_template.gang
+
+
+def test_every_real_v1alpha2_pod_group_parses() -> None:
+    paths = sorted(require_shared(WORKLOAD_API).glob("*v1alpha2_PodGroup*.yaml"))
+    assert len(paths) >= 4
+    for path in paths:
+        definition = parse_native_pod_group(_load(path))
+        assert definition.gang, path.name
+        assert definition.min_member >= 1, path.name
+
+
+def test_the_round_trip_fixtures_with_both_policies_are_refused() -> None:
+    pod_group = _load(ROUNDTRIP / "k8s-1.36.3_scheduling.k8s.io_v1alpha2_PodGroup_roundtrip-fuzz.yaml")
+    with pytest.raises(GangSourceError) as refused:
+        parse_native_pod_group(pod_group)
+    assert str(refused.value) == (
+        "PodGroup namespaceValue/nameValue (scheduling.k8s.io/v1alpha2): spec.schedulingPolicy sets basic, gang; "
+        "accepted: exactly one of basic: {} or gang: {minCount: N}"
+    )
+    workload = _load(ROUNDTRIP / "k8s-1.35.7_scheduling.k8s.io_v1alpha1_Workload_roundtrip-fuzz.yaml")
+    with pytest.raises(GangSourceError, match=r"invalid spec\.podGroups\[0\]\.name 'nameValue'"):
+        parse_workload(workload)  # a placeholder, not a DNS name
+    workload["spec"]["podGroups"][0]["name"] = "workers"
+    with pytest.raises(GangSourceError, match=r"spec\.podGroups\[0\]\.policy sets basic, gang"):
+        parse_workload(workload)
+    # Each union member alone is what a real API server stores: gang with its minCount, or basic.
+    del pod_group["spec"]["schedulingPolicy"]["basic"]
+    assert parse_native_pod_group(pod_group).min_member == 1
+    del workload["spec"]["podGroups"][0]["policy"]["gang"]
+    assert not parse_workload(workload)["workers"].gang
+
+
+def test_the_1_35_workloads_of_the_kep() -> None:
+    job = parse_workload(_load(WORKLOAD_API / f"{KEP_1_35}Workload_job-1.yaml"))
+    assert list(job) == ["pg1"]
+    assert (job["pg1"].key, job["pg1"].min_member) == (PodGroupKey(SOURCE_WORKLOAD, "ns-1", "job-1", "pg1"), 100)
+    replica = definition_for_replica(job["pg1"], "r7")
+    assert replica.key.replica_key == "r7"
+    assert replica.key.group_name == "workload_job-1_pg1_r7"
+    assert replica.min_member == 100
+
+
+def test_a_gang_without_min_count_is_refused_as_the_api_server_does() -> None:
+    with pytest.raises(GangSourceError) as refused:
+        parse_native_pod_group({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {}}}})
+    assert str(refused.value) == (
+        "PodGroup default/g (scheduling.k8s.io/v1alpha2): spec.schedulingPolicy.gang.minCount is missing; "
+        "accepted: a positive integer, e.g. 8"
+    )
+
+
+def test_a_basic_pod_group_is_no_gang() -> None:
+    definition = parse_native_pod_group({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"basic": {}}}})
+    assert not definition.gang
+
+
+# --- Volcano (authored after volcano.sh/apis scheduling/v1beta1 PodGroupSpec) --------------------------------
+
+
+def _volcano(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": spec,
+    }
+
+
+def test_a_volcano_pod_group() -> None:
+    definition = parse_volcano_pod_group(_volcano({"minMember": 8, "queue": "default"}))
+    assert (definition.key.group_name, definition.min_member, definition.topology, definition.gang) == (
+        "volcano_train",
+        8,
+        (),
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("network", "topology"),
+    [
+        ({"mode": "hard", "highestTierAllowed": 1}, (DomainConstraint("rack", required=True),)),
+        ({"highestTierAllowed": 2}, (DomainConstraint("block", required=True),)),  # hard is the CRD's default
+        ({"mode": "soft", "highestTierAllowed": 3}, (DomainConstraint("zone", required=False),)),
+        ({"mode": "hard", "highestTierAllowed": 4}, ()),  # beyond the known tiers: crossing them is allowed
+        ({"mode": "hard", "highestTierName": "nvlink"}, (DomainConstraint("nvlink", required=True),)),
+        ({"mode": "soft"}, ()),
+    ],
+)
+def test_volcano_network_topology_becomes_a_domain_constraint(
+    network: dict[str, Any], topology: tuple[DomainConstraint, ...]
+) -> None:
+    assert parse_volcano_pod_group(_volcano({"minMember": 8, "networkTopology": network})).topology == topology
+
+
+def test_volcano_tiers_are_configurable() -> None:
+    obj = _volcano({"minMember": 2, "networkTopology": {"highestTierAllowed": 1}})
+    assert parse_volcano_pod_group(obj, tiers=("nvlink",)).topology == (DomainConstraint("nvlink", required=True),)
+
+
+def test_a_volcano_group_of_zero_members_is_no_gang() -> None:
+    assert not parse_volcano_pod_group(_volcano({"minMember": 0})).gang
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"minMember": -1}, "invalid spec.minMember -1; accepted: a positive integer"),
+        ({"minMember": "8"}, "invalid spec.minMember '8'; accepted: a positive integer"),
+        ({"minMember": 2, "networkTopology": {"mode": "strict"}}, "invalid spec.networkTopology.mode 'strict'"),
+        (
+            {"minMember": 2, "networkTopology": {"highestTierAllowed": 1, "highestTierName": "rack"}},
+            "spec.networkTopology sets both highestTierAllowed and highestTierName",
+        ),
+    ],
+)
+def test_invalid_volcano_pod_groups_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(GangSourceError) as refused:
+        parse_volcano_pod_group(_volcano(spec))
+    assert str(refused.value).startswith(f"PodGroup ml/train (scheduling.volcano.sh): {message}")

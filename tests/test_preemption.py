@@ -1,0 +1,332 @@
+"""Preemption decisions (``placement.state.preemption``): who is evicted, where the preemptor goes, and when
+nothing may be evicted. Pods are placed in a real ``ClusterIndex`` on catalogue machines; the kubelet's
+admission and the device plugin's GPU choice are the service's own models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from kubenexus.topology.model import NodeTopology
+from placement.cluster.objects import disruption_budget
+from placement.core.annotations import GROUP_NAME_KEY
+from placement.core.constraints.model import NodeFacts, PlacedPod
+from placement.core.dra.pod_claims import PodResourceClaim
+from placement.core.podgroup import DomainConstraint
+from placement.core.pods import (
+    ContainerSpec,
+    PendingPod,
+    PodParseError,
+    PodSpec,
+    PodUsage,
+    pod_spec_from_object,
+    validate_pod,
+)
+from placement.core.preemption import DisruptionBudget, Unit, UnitPod, budget_violations, reprieve
+from placement.core.vocabulary import demand_of
+from placement.state.cluster_index import ClusterIndex
+from placement.state.preemption import NoPreemption, Preemption, find_preemption
+from tests.gang_fixtures import member, pod
+from tests.machines.node_topologies import kubelet, nvswitch_node, pcie_node
+
+NOW = 1_700_000_000.0
+RACK_KEY = "topology.kubenexus.io/rack"
+
+
+class Scene:
+    """An index with nodes, and pods placed on them with known GPUs, priorities and groups."""
+
+    def __init__(self, nodes: Mapping[str, NodeTopology], labels: Mapping[str, Mapping[str, str]] | None = None):
+        self.index = ClusterIndex()
+        for name, topology in nodes.items():
+            self.index.upsert_topology(name, topology)
+        if labels:
+            for name, node_labels in labels.items():
+                self.index.facts.set_node(NodeFacts(name, tuple(sorted(node_labels.items()))))
+
+    def place(
+        self,
+        name: str,
+        node: str,
+        gpus: Sequence[int],
+        *,
+        priority: int,
+        group: str = "",
+        labels: Mapping[str, str] | None = None,
+        cpus: int = 8,
+    ) -> None:
+        demand = demand_of(pod(cpus=cpus, memory_gib=32, gpus=len(gpus)))
+        self.index.upsert_pod(PodUsage("ns", name, node, demand, gpus=tuple(gpus)))
+        pod_labels = dict(labels or {})
+        if group:
+            pod_labels[GROUP_NAME_KEY] = group
+        self.index.facts.put_pod(
+            PlacedPod(
+                "ns",
+                name,
+                node,
+                labels=tuple(sorted(pod_labels.items())),
+                priority=priority,
+                group=f"ns/{group}" if group else "",
+            )
+        )
+
+    def preempt(self, preemptors: Sequence[PendingPod], **options: Any) -> Preemption | NoPreemption:
+        with self.index.lock:
+            return find_preemption(self.index, preemptors, now=NOW, **options)
+
+
+def hgx() -> NodeTopology:
+    """8 H100s behind NVSwitches on 2 NUMA cells, its kubelet aligning best-effort (an 8-GPU pod spans both)."""
+    return nvswitch_node(settings=kubelet("best-effort"))
+
+
+def preemptor(gpus: int, priority: int = 100, *, name: str = "big", cpus: int = 8) -> PendingPod:
+    return PendingPod("ns", name, pod(cpus=cpus, memory_gib=32, gpus=gpus), priority=priority)
+
+
+def evicted(result: Preemption | NoPreemption) -> set[str]:
+    assert isinstance(result, Preemption), result
+    return {victim.name for victim in result.victims}
+
+
+def two_full_nodes(priority_a: int, priority_b: int) -> Scene:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    for i in range(4):
+        scene.place(f"a{i}", "a", (2 * i, 2 * i + 1), priority=priority_a)
+        scene.place(f"b{i}", "b", (2 * i, 2 * i + 1), priority=priority_b)
+    return scene
+
+
+def test_a_lone_pod_takes_the_node_whose_victims_have_the_lowest_priority() -> None:
+    result = two_full_nodes(priority_a=10, priority_b=5).preempt([preemptor(gpus=2)])
+    assert isinstance(result, Preemption)
+    assert result.nominations == ((("ns", "big"), "b"),)
+    assert len(result.victims) == 1
+    assert {v.node for v in result.victims} == {"b"}
+    assert {v.priority for v in result.victims} == {5}
+    assert "ns/big" in result.reason
+    assert "b" in result.reason
+
+
+def test_fewer_victims_win_a_tie_on_priority() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    for i in range(4):  # node a: four 2-GPU pods
+        scene.place(f"a{i}", "a", (2 * i, 2 * i + 1), priority=5)
+    scene.place("b0", "b", (0, 1, 2, 3), priority=5)  # node b: two 4-GPU pods
+    scene.place("b1", "b", (4, 5, 6, 7), priority=5)
+    result = scene.preempt([preemptor(gpus=4)])
+    assert evicted(result) == {"b0"} or evicted(result) == {"b1"}
+    assert isinstance(result, Preemption)
+    assert result.nominations[0][1] == "b"
+
+
+def test_pods_of_equal_or_higher_priority_are_never_evicted() -> None:
+    result = two_full_nodes(priority_a=100, priority_b=200).preempt([preemptor(gpus=2, priority=100)])
+    assert isinstance(result, NoPreemption)
+    assert "ns/big" in result.reason
+
+
+def test_preemption_policy_never_evicts_nobody() -> None:
+    spec = pod_spec_from_object(
+        {
+            "metadata": {"name": "big", "namespace": "ns"},
+            "spec": {
+                "priority": 100,
+                "preemptionPolicy": "Never",
+                "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+            },
+        }
+    )
+    pending = validate_pod(spec)
+    assert pending.preempt_never
+    result = two_full_nodes(priority_a=0, priority_b=0).preempt([pending])
+    assert isinstance(result, NoPreemption)
+    assert "preemptionPolicy Never" in result.reason
+
+
+def test_an_unknown_preemption_policy_is_refused_naming_the_field() -> None:
+    spec = PodSpec("ns", "p", (ContainerSpec("main"),), preemption_policy="Sometimes")
+    with pytest.raises(PodParseError, match=r"spec.preemptionPolicy 'Sometimes' is not one of PreemptLowerPriority"):
+        validate_pod(spec)
+    assert not validate_pod(PodSpec("ns", "p", (ContainerSpec("main"),), preemption_policy="")).preempt_never
+
+
+def test_a_gang_is_evicted_whole_with_its_members_on_other_nodes() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    scene.place("lone", "a", (0, 1, 2, 3), priority=6)
+    scene.place("g0", "a", (4, 5, 6, 7), priority=5, group="train")
+    scene.place("g1", "b", (0, 1, 2, 3), priority=5, group="train")
+    scene.place("keep", "b", (4, 5, 6, 7), priority=500)
+    result = scene.preempt([preemptor(gpus=4)])
+    assert evicted(result) == {"g0", "g1"}  # never g0 alone, though only node a's GPUs are needed
+    assert isinstance(result, Preemption)
+    assert {v.group for v in result.victims} == {"ns/train"}
+    assert "gang(s) ns/train evicted whole" in result.reason
+
+
+def test_a_gang_with_a_member_of_higher_priority_is_not_a_victim() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    scene.place("g0", "a", (0, 1, 2, 3, 4, 5, 6, 7), priority=5, group="train")
+    scene.place("g1", "b", (0, 1, 2, 3, 4, 5, 6, 7), priority=900, group="train")
+    assert isinstance(scene.preempt([preemptor(gpus=4)]), NoPreemption)
+
+
+def _db_budget(allowed: int) -> DisruptionBudget:
+    return disruption_budget(
+        {
+            "metadata": {"name": "db", "namespace": "ns", "generation": 2},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"observedGeneration": 2, "disruptionsAllowed": allowed},
+        }
+    )
+
+
+def test_a_budget_of_one_lets_at_most_one_protected_pod_go() -> None:
+    scene = Scene({"a": hgx()})
+    scene.place("db0", "a", (0, 1, 2, 3), priority=5, labels={"app": "db"})
+    scene.place("db1", "a", (4, 5, 6, 7), priority=5, labels={"app": "db"})
+    scene.index.facts.set_disruption_budget(_db_budget(allowed=1))
+    one = scene.preempt([preemptor(gpus=4)])
+    assert len(evicted(one)) == 1
+    both = scene.preempt([preemptor(gpus=8)])
+    assert isinstance(both, NoPreemption)
+    assert "PodDisruptionBudget ns/db" in both.reason
+    assert "allows 1" in both.reason
+
+
+def test_a_budget_whose_status_lags_its_spec_allows_nothing() -> None:
+    lagging = disruption_budget(
+        {
+            "metadata": {"name": "db", "namespace": "ns", "generation": 3},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"observedGeneration": 2, "disruptionsAllowed": 4},
+        }
+    )
+    assert lagging.disruptions_allowed == 0
+
+
+def test_budgets_are_counted_across_every_victim_and_skip_pods_already_disrupted() -> None:
+    budget = disruption_budget(
+        {
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": 1, "disruptedPods": {"db0": "2023-11-14T22:13:00Z"}},
+        }
+    )
+    labels = (("app", "db"),)
+    units = [Unit("", (UnitPod(("ns", f"db{i}"), "a", 0, labels, 0),)) for i in range(3)]
+    # db0 is already counted by the API server (disrupted 20 s before NOW); db1 takes the one disruption left.
+    assert budget_violations(units, [budget], NOW) == [False, False, True]
+    # Two minutes on, the disruption controller has given up on db0: it counts again.
+    assert budget_violations(units, [budget], NOW + 200) == [False, True, True]
+    everything = disruption_budget(
+        {"metadata": {"name": "all", "namespace": "ns"}, "spec": {"selector": {}}, "status": {"disruptionsAllowed": 0}}
+    )
+    assert budget_violations(units, [everything], NOW) == [False, False, False]  # an empty selector: nothing
+
+
+def test_the_reprieve_keeps_the_most_important_victims_that_can_stay() -> None:
+    units = [Unit("", (UnitPod(("ns", name), "a", priority, (), 1),)) for name, priority in (("x", 1), ("y", 3))]
+
+    def fits(evicted: frozenset[tuple[str, str]]) -> bool:
+        return len(evicted) >= 1
+
+    victims = reprieve(units, fits, [], NOW)
+    assert victims is not None
+    assert [unit.name for unit in victims] == ["ns/x"]  # y (priority 3) is tried first and stays
+    assert reprieve(units, lambda evicted: False, [], NOW) is None
+
+
+def test_freed_room_split_over_numa_cells_evicts_nothing_on_a_single_numa_node() -> None:
+    node = nvswitch_node(cells=2, settings=kubelet("single-numa-node"))  # GPUs 0-3 on cell 0, 4-7 on cell 1
+    scene = Scene({"a": node})
+    scene.place("low0", "a", (0, 1), priority=1)
+    scene.place("low1", "a", (4, 5), priority=1)
+    scene.place("high0", "a", (2, 3), priority=1000)
+    scene.place("high1", "a", (6, 7), priority=1000)
+    result = scene.preempt([preemptor(gpus=4)])
+    assert isinstance(result, NoPreemption)  # 4 GPUs freed in all, 2 per cell: TopologyAffinityError
+    assert "kubelet" in result.reason
+    assert "a" in result.reason
+
+
+def test_an_eight_gpu_pod_on_an_hgx_node_evicts_the_pods_holding_the_nvlink_set() -> None:
+    scene = Scene({"hgx": hgx(), "other": hgx()})
+    for gpu in range(8):
+        scene.place(f"low{gpu}", "hgx", (gpu,), priority=1, cpus=4)
+    scene.place("other-high", "other", tuple(range(8)), priority=1000)
+    result = scene.preempt([preemptor(gpus=8, cpus=16)])
+    assert evicted(result) == {f"low{gpu}" for gpu in range(8)}
+    assert isinstance(result, Preemption)
+    assert result.nominations == ((("ns", "big"), "hgx"),)
+
+
+def test_a_two_gpu_pod_evicts_the_pods_on_an_nvlink_bridged_pair() -> None:
+    scene = Scene({"pcie": pcie_node(policy="none")})  # bridged pairs 0-2, 1-3, 4-5, 6-7; SYS otherwise
+    for gpu in range(8):
+        scene.place(f"low{gpu}", "pcie", (gpu,), priority=1, cpus=2)
+    result = scene.preempt([preemptor(gpus=2, cpus=4)])
+    victims = evicted(result)
+    bridged = [{"low0", "low2"}, {"low1", "low3"}, {"low4", "low5"}, {"low6", "low7"}]
+    assert victims in bridged
+
+
+def test_a_gang_requiring_one_rack_preempts_inside_one_rack() -> None:
+    nodes = {f"n{i}": hgx() for i in range(4)}
+    racks = {"n0": "r1", "n1": "r2", "n2": "r1", "n3": "r2"}
+    scene = Scene(nodes, labels={name: {RACK_KEY: rack} for name, rack in racks.items()})
+    scene.place("cheap", "n0", tuple(range(8)), priority=1)  # rack r1
+    scene.place("dear", "n2", tuple(range(8)), priority=50)  # rack r1
+    scene.place("mid1", "n1", tuple(range(8)), priority=10)  # rack r2
+    scene.place("mid3", "n3", tuple(range(8)), priority=10)  # rack r2
+    members = [member(f"m{i}", "job", 2, gpus=8, priority=100) for i in range(2)]
+    result = scene.preempt(members, constraints=(DomainConstraint("rack", required=True),))
+    # Rack r1 would cost a priority-50 victim; r2's highest victim priority is 10.
+    assert evicted(result) == {"mid1", "mid3"}
+    assert isinstance(result, Preemption)
+    assert sorted(node for _, node in result.nominations) == ["n1", "n3"]
+    unconstrained = scene.preempt(members)
+    assert evicted(unconstrained) == {"cheap", "mid1"} or evicted(unconstrained) == {"cheap", "mid3"}
+
+
+def test_a_gang_waits_when_no_rack_can_hold_it() -> None:
+    nodes = {f"n{i}": hgx() for i in range(2)}
+    scene = Scene(nodes, labels={"n0": {RACK_KEY: "r1"}, "n1": {RACK_KEY: "r2"}})
+    scene.place("a", "n0", tuple(range(8)), priority=1)
+    scene.place("b", "n1", tuple(range(8)), priority=1)
+    members = [member(f"m{i}", "job", 2, gpus=8, priority=100) for i in range(2)]
+    result = scene.preempt(members, constraints=(DomainConstraint("rack", required=True),))
+    assert isinstance(result, NoPreemption)
+    assert result.reason.endswith("its members must all be in one rack")
+
+
+def test_a_pod_with_dra_claims_is_refused_with_a_reason() -> None:
+    claimed = PendingPod(
+        "ns", "dra", pod(gpus=0), priority=100, resource_claims=(PodResourceClaim(name="gpu", claim_name="c"),)
+    )
+    result = two_full_nodes(0, 0).preempt([claimed])
+    assert isinstance(result, NoPreemption)
+    assert "DRA" in result.reason
+
+
+def test_the_tenant_tier_breaks_a_tie_before_the_node_name() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    scene.place("gold", "a", tuple(range(8)), priority=5, labels={"tier": "gold"})
+    scene.place("bronze", "b", tuple(range(8)), priority=5, labels={"tier": "bronze"})
+
+    def tier(namespace: str, labels: Mapping[str, str]) -> int:
+        return {"gold": 2, "bronze": 1}.get(labels.get("tier", ""), 0)
+
+    assert evicted(scene.preempt([preemptor(gpus=8)])) == {"gold"}  # node a sorts first without tiers
+    assert evicted(scene.preempt([preemptor(gpus=8)], victim_tier=tier)) == {"bronze"}
+
+
+def test_the_decision_changes_nothing() -> None:
+    scene = two_full_nodes(priority_a=1, priority_b=1)
+    before = scene.index.arrays().cell_free.copy()
+    scene.preempt([preemptor(gpus=8)])
+    assert (scene.index.arrays().cell_free == before).all()
+    assert len(scene.index.pods_on("a")) == 4
