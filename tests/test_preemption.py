@@ -25,11 +25,12 @@ from placement.core.pods import (
     validate_pod,
 )
 from placement.core.preemption import DisruptionBudget, Unit, UnitPod, budget_violations, reprieve
-from placement.core.vocabulary import demand_of
+from placement.core.topology_manager import Container, Pod
+from placement.core.vocabulary import GPU_SHARE, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.preemption import NoPreemption, Preemption, find_preemption
 from tests.gang_fixtures import member, pod
-from tests.machines.node_topologies import kubelet, nvswitch_node, pcie_node
+from tests.machines.node_topologies import GIB, kubelet, nvswitch_node, pcie_node
 
 NOW = 1_700_000_000.0
 RACK_KEY = "topology.kubenexus.io/rack"
@@ -262,6 +263,21 @@ def test_an_eight_gpu_pod_on_an_hgx_node_evicts_the_pods_holding_the_nvlink_set(
     assert evicted(result) == {f"low{gpu}" for gpu in range(8)}
     assert isinstance(result, Preemption)
     assert result.nominations == ((("ns", "big"), "hgx"),)
+
+
+def test_gpus_held_by_shares_count_as_freed_when_the_shares_go() -> None:
+    """Every GPU of the node holds a GPU share (``alibabacloud.com/gpu-milli``): the node counts each as taken
+    for whole-GPU requests, and only evicting the shares frees them."""
+    scene = Scene({"shared": hgx(), "busy": hgx()})
+    for gpu in range(8):
+        share = Pod(containers=(Container("main", cpu_millis=2000, memory=GIB, devices=((GPU_SHARE, 500),)),))
+        scene.index.upsert_pod(PodUsage("ns", f"share{gpu}", "shared", demand_of(share), gpus=(gpu,)))
+        scene.index.facts.put_pod(PlacedPod("ns", f"share{gpu}", "shared", priority=1))
+    scene.place("busy-high", "busy", tuple(range(8)), priority=1000)
+    result = scene.preempt([preemptor(gpus=8, cpus=16)])
+    assert evicted(result) == {f"share{gpu}" for gpu in range(8)}
+    assert isinstance(result, Preemption)
+    assert result.nominations == ((("ns", "big"), "shared"),)
 
 
 def test_a_two_gpu_pod_evicts_the_pods_on_an_nvlink_bridged_pair() -> None:

@@ -240,10 +240,19 @@ def empty_view(arrays: NodeArrays) -> NodeArrays:
     )
 
 
+@dataclass
+class ExactChecks:
+    """The exact checks' answers by node state (not by row): workspaces that share them (one preemption
+    decision's, each over one node's arrays) judge identical nodes in identical states once."""
+
+    outcomes: dict[tuple[object, ...], _Outcome] = field(default_factory=dict)
+    shapes: dict[tuple[PodDemand, PodIntent], int] = field(default_factory=dict)
+
+
 class Workspace:
     """A private copy of the free arrays; members placed here are charged as the index would charge them."""
 
-    def __init__(self, arrays: NodeArrays, gpus: GpusOf) -> None:
+    def __init__(self, arrays: NodeArrays, gpus: GpusOf, *, checks: ExactChecks | None = None) -> None:
         self.arrays = replace(
             arrays,
             cell_free=arrays.cell_free.copy(),
@@ -254,8 +263,9 @@ class Workspace:
         self._gpus_of = gpus
         self._gpus: dict[int, NodeGpus | None] = {}
         self._static: dict[int, bytes] = {}
-        self._shapes: dict[tuple[PodDemand, PodIntent], int] = {}
-        self._memo: dict[tuple[object, ...], _Outcome] = {}
+        checks = checks or ExactChecks()
+        self._shapes = checks.shapes
+        self._memo = checks.outcomes
         self.gang_cells: dict[int, dict[int, int]] = {}  # row -> NUMA id -> members of this gang there
         self.apart: dict[int, set[int]] = {}  # id of a one-per-node ``MemberRules`` -> rows its members hold
 

@@ -32,7 +32,7 @@ from placement.core.constraints.context import PodInCluster
 from placement.core.decision import NodePlan, plan_on_node
 from placement.core.feasibility import filter_nodes
 from placement.core.pods import PendingPod
-from placement.core.vocabulary import Rejected, RejectionKind, demand_of
+from placement.core.vocabulary import PodDemand, Rejected, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import PodWithDevices
 
@@ -84,32 +84,40 @@ def _refusal(
             message = f"{refused.message}; the pod's DRA claims cannot be judged on this node until that passes"
             return Rejected(message, refused.kind)
     gone, unknown = _victims_on(index, candidate)
-    arrays = index.arrays_without(gone, slots=[slot])
-    demand = demand_of(pod.pod)
-    first_row = np.zeros(1, dtype=np.int64)
-    refused = filter_nodes(arrays, first_row, demand, pod.intent if pod.intent.constrains else None).rejected(0)
-    if refused is None:
-        shape = index.gpu_shape(slot)
-        plan = plan_on_node(
-            arrays,
-            0,
-            demand,
-            intent=pod.intent,
-            landing_cell=-1,
-            gpu_table=None if shape is None else shape.table,
-            free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot, without=gone),
-            gpu_share_left=None if shape is None else index.gpu_share_left(slot, without=gone),
-        )
-        if isinstance(plan, NodePlan):
-            return None
-        refused = plan
+    plan = plan_without(index, slot, pod, demand_of(pod.pod), gone)
+    if isinstance(plan, NodePlan):
+        return None
     unknown_note = (
         f"; {unknown} victim(s) are not pods the placement service knows on this node, so their eviction frees "
         "nothing in its model"
         if unknown
         else ""
     )
-    return Rejected(f"even with {len(gone)} victim(s) evicted, {refused.message}{unknown_note}", refused.kind)
+    return Rejected(f"even with {len(gone)} victim(s) evicted, {plan.message}{unknown_note}", plan.kind)
+
+
+def plan_without(
+    index: ClusterIndex, slot: int, pod: PendingPod, demand: PodDemand, gone: frozenset[Key]
+) -> NodePlan | Rejected:
+    """The exact plan of ``pod`` on ``slot`` with the pods ``gone`` evicted, or why the node still refuses it:
+    the node's arrays recomputed without them, the vectorised filter (free amounts, the pod's NUMA intent),
+    then the kubelet's Topology Manager admission and the device plugin's GPU choice (``plan_on_node``)."""
+    arrays = index.arrays_without(gone, slots=[slot])
+    first_row = np.zeros(1, dtype=np.int64)
+    refused = filter_nodes(arrays, first_row, demand, pod.intent if pod.intent.constrains else None).rejected(0)
+    if refused is not None:
+        return refused
+    shape = index.gpu_shape(slot)
+    return plan_on_node(
+        arrays,
+        0,
+        demand,
+        intent=pod.intent,
+        landing_cell=-1,
+        gpu_table=None if shape is None else shape.table,
+        free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot, without=gone),
+        gpu_share_left=None if shape is None else index.gpu_share_left(slot, without=gone),
+    )
 
 
 def _with_devices_note(pod: PendingPod, refused: Rejected) -> Rejected:

@@ -41,10 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.core.constraints.model import PlacedPod
-from placement.core.decision import NodePlan, plan_on_node
+from placement.core.decision import NodePlan
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevel, TopologyLevels
-from placement.core.feasibility import filter_nodes
-from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
+from placement.core.gang import ExactChecks, GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
 from placement.core.gpu_sets import score_gpu_set
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
@@ -57,8 +56,9 @@ from placement.core.preemption import (
     candidate_count,
     reprieve,
 )
-from placement.core.vocabulary import GPU_RESOURCE, IntArray, PodDemand, RejectionKind, demand_of
+from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, IntArray, PodDemand, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
+from placement.state.eviction_check import plan_without
 from placement.state.gang_rules import member_rules
 
 Key = tuple[str, str]
@@ -277,7 +277,8 @@ def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tu
     """The nodes some eviction may open to one pod of ``demand``, cheapest bound first.
 
     Per node, vectorised over every pod of lower priority: the lowest priority p such that, with every such
-    pod of priority <= p gone, the node's free node-level amounts hold the pod. The exact check can only
+    pod of priority <= p gone, the node's free node-level amounts hold the pod (a GPU share gone counting
+    as the GPUs it shares freed whole: an upper bound). The exact check can only
     refuse more (and a pod's unit, its whole gang, has a priority >= its own), so no candidate on the node
     has a highest victim priority below p. A node where even all of them gone leave too little is left out.
     """
@@ -291,19 +292,27 @@ def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tu
     amounts = np.array([amount for _, amount in wanted], dtype=np.float64)
     free = arrays.node_free[np.array(columns, dtype=np.int64)][:, rows].T  # [nodes, resources]
     node_names = index.names_of(rows)
-    placed, _ = index.facts.placed_pods()
-    priority_of = {(pod.namespace, pod.name): pod.priority for pod in placed}
+    priority_of = index.facts.pod_priorities()
     positions: list[int] = []
     priorities: list[int] = []
     requests: list[list[float]] = []
+    freed_by: dict[tuple[PodDemand, int], list[float]] = {}  # pods share a handful of shapes
     for position, usage in index.bound_pods(rows):
         pod_priority = priority_of.get(usage.key)
         if pod_priority is None or pod_priority >= judge.priority:
             continue
-        asked = dict(usage.demand.node_requests)
+        shape = (usage.demand, len(usage.gpus))
+        freed = freed_by.get(shape)
+        if freed is None:
+            asked = dict(usage.demand.node_requests)
+            if GPU_SHARE in dict(usage.demand.device_requests):
+                # The node counts every GPU a share holds as taken for whole-GPU requests: gone, the share
+                # may give each back (at most: another share on one of them keeps it; the exact check sees).
+                asked[GPU_RESOURCE] = asked.get(GPU_RESOURCE, 0.0) + max(len(usage.gpus), 1)
+            freed = freed_by[shape] = [asked.get(n, 0.0) for n in names]
         positions.append(position)
         priorities.append(pod_priority)
-        requests.append([asked.get(n, 0.0) for n in names])
+        requests.append(freed)
     fits_now = (free >= amounts).all(axis=1)
     bounds: dict[int, _Bound] = {int(p): _Bound(_NO_VICTIMS, 0) for p in np.flatnonzero(fits_now).tolist()}
     if positions:
@@ -311,10 +320,10 @@ def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tu
         priority = np.array(priorities, dtype=np.int64)
         order = np.lexsort((priority, where))
         where, priority = where[order], priority[order]
-        freed = np.array(requests, dtype=np.float64).reshape(len(order), len(names))[order]
+        amounts_freed = np.array(requests, dtype=np.float64).reshape(len(order), len(names))[order]
         starts = np.flatnonzero(np.r_[True, where[1:] != where[:-1]])
         lengths = np.diff(np.r_[starts, where.size])
-        total = np.cumsum(freed, axis=0)
+        total = np.cumsum(amounts_freed, axis=0)
         before = np.repeat(np.vstack([np.zeros((1, len(names))), total[starts[1:] - 1]]), lengths, axis=0)
         enough = ((free[where] + total - before) >= amounts).all(axis=1)
         rank = np.arange(where.size) - np.repeat(starts, lengths)
@@ -387,33 +396,20 @@ def _pod_quality(
     evicted: frozenset[Key],
     memo: dict[tuple[object, ...], int | None],
 ) -> int | None:
-    """None when ``pod`` is refused on ``slot`` with the pods ``evicted`` gone (the vectorised filter, then
-    the kubelet's Topology Manager and the device plugin's GPU choice: ``plan_on_node``); else the weakest
+    """None when ``pod`` is refused on ``slot`` with the pods ``evicted`` gone (``eviction_check.plan_without``:
+    the vectorised filter, the kubelet's Topology Manager, the device plugin's GPU choice); else the weakest
     link among the GPUs the kubelet would hand it (``_UNLINKED`` for fewer than two). The reprieve keeps a
     victim back only while the link stays as good as with every victim gone: the pods evicted are those
     whose GPUs form the set the kubelet hands out, an NVLink-connected one wherever eviction can free one."""
     key = (slot, evicted)
     if key in memo:
         return memo[key]
-    arrays = index.arrays_without(evicted, slots=[slot])
-    only = np.zeros(1, dtype=np.int64)
-    intent = pod.intent if pod.intent.constrains else None
+    plan = plan_without(index, slot, pod, demand, evicted)
     quality: int | None = None
-    if filter_nodes(arrays, only, demand, intent).feasible[0]:
+    if isinstance(plan, NodePlan):
         shape = index.gpu_shape(slot)
-        plan = plan_on_node(
-            arrays,
-            0,
-            demand,
-            intent=pod.intent,
-            landing_cell=-1,
-            gpu_table=None if shape is None else shape.table,
-            free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot, without=evicted),
-            gpu_share_left=None if shape is None else index.gpu_share_left(slot, without=evicted),
-        )
-        if isinstance(plan, NodePlan):
-            weakest = score_gpu_set(shape.table, plan.gpus).weakest_rank if shape is not None and plan.gpus else None
-            quality = _UNLINKED if weakest is None else weakest
+        weakest = score_gpu_set(shape.table, plan.gpus).weakest_rank if shape is not None and plan.gpus else None
+        quality = _UNLINKED if weakest is None else weakest
     memo[key] = quality
     return quality
 
@@ -462,6 +458,7 @@ def _preempt_for_gang(
     options: list[_NodeOption] = []
     kubelet_refusals: list[str] = []
     memo: dict[tuple[object, ...], int] = {}
+    checks = ExactChecks()  # identical nodes in identical states are judged once
     covered: dict[int, int] = {}  # domain code (0 without a required level) -> members the options hold
     chosen: tuple[CandidateKey, list[_NodeOption], list[Unit]] | None = None
     for bound, name, slot in order:
@@ -470,14 +467,14 @@ def _preempt_for_gang(
         units = judge.units_on(name)
         on_node = {usage.key for usage, _, _ in index.pods_on(name)}
         everything = frozenset(k for u in units for k in u.pod_keys()) & on_node
-        room = _members_fit(index, slot, members, everything, memo, at_least=1)
+        room = _members_fit(index, slot, members, everything, memo, checks=checks, at_least=1)
         if room == 0:
             kubelet_refusals.append(name)
             continue
         target = min(room, need)
 
         def fits(evicted: frozenset[Key], slot: int = slot, on_node: set[Key] = on_node, target: int = target) -> bool:
-            return _members_fit(index, slot, members, evicted & on_node, memo, at_least=target) >= target
+            return _members_fit(index, slot, members, evicted & on_node, memo, checks=checks, at_least=target) >= target
 
         victims = reprieve(units, fits, judge.budgets, judge.now)
         if victims is None or judge.fits_budgets(victims) is not None:
@@ -523,6 +520,7 @@ def _members_fit(
     evicted: frozenset[Key],
     memo: dict[tuple[object, ...], int],
     *,
+    checks: ExactChecks,
     at_least: int,
 ) -> int:
     """How many of ``members`` (in order) the node takes with the pods ``evicted`` gone, each checked by the
@@ -540,7 +538,7 @@ def _members_fit(
         if bound < at_least:
             return bound
     arrays = index.arrays_without(evicted, slots=[slot])
-    workspace = Workspace(arrays, lambda _row: free)
+    workspace = Workspace(arrays, lambda _row: free, checks=checks)
     placed = 0
     for member in members:
         if isinstance(workspace.place(member, 0), str):

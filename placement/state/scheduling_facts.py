@@ -45,7 +45,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
@@ -142,6 +142,7 @@ class SchedulingFacts:
         self._slot_of: dict[str, int] = {}
         # Placed pods: those on slotted nodes in a dense list with their slots, the others by key and node.
         self._placed: list[PlacedPod] = []
+        self._priorities: tuple[int, dict[tuple[str, str], int]] | None = None  # (pods version, priorities)
         self._placed_slots: IntArray = np.zeros(_MIN_PLACED, dtype=np.int64)
         self._position: dict[PodKey, int] = {}  # key -> index into ``_placed``
         self._unslotted: dict[PodKey, PlacedPod] = {}
@@ -205,6 +206,14 @@ class SchedulingFacts:
         left out until the node gets one: upstream counts them in topology domains, we cannot place them."""
         with self.lock:
             return self._placed, self._placed_slots[: len(self._placed)]
+
+    def pod_priorities(self) -> Mapping[tuple[str, str], int]:
+        """Every pod's priority by key (what preemption compares), kept until a pod changes."""
+        with self.lock:
+            if self._priorities is None or self._priorities[0] != self._pods_version:
+                pods = itertools.chain(self._placed, self._unslotted.values())
+                self._priorities = (self._pods_version, {(p.namespace, p.name): p.priority for p in pods})
+            return self._priorities[1]
 
     def namespace_labels(self, namespace: str) -> Labels | None:
         with self.lock:
