@@ -104,14 +104,7 @@ class PlacementClient:
     ) -> pb.PlaceGangResponse:
         """Place the group's ``members`` all at once; ``source``, ``topology`` and ``timeout_s`` (how long
         its reserved members may wait to bind) come from the group's object, when it has one."""
-        group = pb.PodGroup(
-            namespace=namespace,
-            name=name,
-            min_member=min_member,
-            members_json=[_json(m) for m in members],
-            source=source,
-            topology=[pb.TopologyConstraint(level=c.level, required=c.required) for c in topology],
-        )
+        group = _group(namespace, name, min_member, members, source=source, topology=topology)
         if timeout_s is not None:
             group.schedule_timeout_seconds = max(1, round(timeout_s))
         answer: pb.PlaceGangResponse = self._call(self._stub.PlaceGang, pb.PlaceGangRequest(group=group))
@@ -136,14 +129,7 @@ class PlacementClient:
     ) -> pb.PreemptResponse:
         """Victims whose eviction would let the group's waiting ``members`` in, all of them at once, within
         the group's ``topology`` constraints (from its object, when it has one)."""
-        group = pb.PodGroup(
-            namespace=namespace,
-            name=name,
-            min_member=min_member,
-            members_json=[_json(m) for m in members],
-            source=source,
-            topology=[pb.TopologyConstraint(level=c.level, required=c.required) for c in topology],
-        )
+        group = _group(namespace, name, min_member, members, source=source, topology=topology)
         answer: pb.PreemptResponse = self._call(self._stub.Preempt, pb.PreemptRequest(group=group))
         return answer
 
@@ -167,3 +153,22 @@ class PlacementClient:
 
 def _json(pod: Mapping[str, Any]) -> str:
     return json.dumps(pod, separators=(",", ":"))
+
+
+def _group(
+    namespace: str,
+    name: str,
+    min_member: int,
+    members: Sequence[Mapping[str, Any]],
+    *,
+    source: str,
+    topology: Sequence[DomainConstraint],
+) -> pb.PodGroup:
+    return pb.PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=min_member,
+        members_json=[_json(m) for m in members],
+        source=source,
+        topology=[pb.TopologyConstraint(level=c.level, required=c.required) for c in topology],
+    )
