@@ -57,9 +57,10 @@ class Scene:
         group: str = "",
         labels: Mapping[str, str] | None = None,
         cpus: int = 8,
+        cells: tuple[int, ...] = (),
     ) -> None:
         demand = demand_of(pod(cpus=cpus, memory_gib=32, gpus=len(gpus)))
-        self.index.upsert_pod(PodUsage("ns", name, node, demand, gpus=tuple(gpus)))
+        self.index.upsert_pod(PodUsage("ns", name, node, demand, cells=cells, gpus=tuple(gpus)))
         pod_labels = dict(labels or {})
         if group:
             pod_labels[GROUP_NAME_KEY] = group
@@ -166,6 +167,26 @@ def test_a_gang_is_evicted_whole_with_its_members_on_other_nodes() -> None:
     assert isinstance(result, Preemption)
     assert {v.group for v in result.victims} == {"ns/train"}
     assert "gang(s) ns/train evicted whole" in result.reason
+
+
+def test_a_gang_of_mixed_shapes_preempts_on_nodes_that_each_hold_one_of_its_shapes() -> None:
+    """A driver asking CPUs only and an executor asking 8 GPUs: node a frees GPUs but keeps its CPUs for a
+    pod of higher priority; node c frees CPUs but its GPUs are held. Each takes one of the two shapes, and
+    only together do they hold the gang: a node may count a smaller member when the larger does not fit."""
+    scene = Scene({"a": hgx(), "c": hgx()})  # 96 CPUs on each of 2 NUMA cells
+    scene.place("cpu-high", "a", (), priority=1000, cpus=80, cells=(0,))
+    scene.place("cpu-high-1", "a", (), priority=1000, cpus=80, cells=(1,))
+    for gpu in range(8):
+        scene.place(f"gpu-low{gpu}", "a", (gpu,), priority=1, cpus=2, cells=(gpu // 4,))
+    scene.place("gpu-high", "c", tuple(range(8)), priority=1000, cpus=16, cells=(0, 1))
+    scene.place("cpu-low", "c", (), priority=1, cpus=80, cells=(0,))
+    scene.place("cpu-low-1", "c", (), priority=1, cpus=80, cells=(1,))
+    executor = member("executor", "spark", 2, gpus=8, cpus=16, memory_gib=32, priority=100)
+    driver = member("driver", "spark", 2, cpus=120, memory_gib=32, priority=100)
+    result = scene.preempt([driver, executor])
+    assert isinstance(result, Preemption), result
+    assert dict(result.nominations) == {("ns", "executor"): "a", ("ns", "driver"): "c"}
+    assert evicted(result) == {"cpu-low", "cpu-low-1", *(f"gpu-low{gpu}" for gpu in range(8))}
 
 
 def test_a_gang_with_a_member_of_higher_priority_is_not_a_victim() -> None:

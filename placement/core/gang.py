@@ -471,12 +471,13 @@ def _shapes(members: Sequence[GangMember], rules: Mapping[tuple[str, str], Membe
         rule = id(rules.get(member.key))
         groups.setdefault((member.demand, member.intent, rule), []).append(member)
 
-    def size(group: list[GangMember]) -> tuple[float, float, float]:
-        demand = group[0].demand
-        requests = dict(demand.node_requests)
-        return (-requests.get(GPU_RESOURCE, 0.0), -requests.get(CPU, 0.0), -requests.get(MEMORY, 0.0))
+    return sorted(groups.values(), key=lambda group: largest_first(group[0]))
 
-    return sorted(groups.values(), key=size)
+
+def largest_first(member: GangMember) -> tuple[float, float, float]:
+    """The order members are planned in, as a sort key: the most GPUs, then CPUs, then memory first."""
+    requests = dict(member.demand.node_requests)
+    return (-requests.get(GPU_RESOURCE, 0.0), -requests.get(CPU, 0.0), -requests.get(MEMORY, 0.0))
 
 
 def _place_shape(

@@ -43,7 +43,18 @@ import numpy as np
 from placement.core.constraints.model import PlacedPod
 from placement.core.decision import NodePlan
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevel, TopologyLevels
-from placement.core.gang import ExactChecks, GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
+from placement.core.gang import (
+    ExactChecks,
+    GangMember,
+    GangPlan,
+    GangUnplaceable,
+    Locality,
+    MemberRules,
+    NodeGpus,
+    Workspace,
+    largest_first,
+    plan_gang,
+)
 from placement.core.gpu_sets import score_gpu_set
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
@@ -56,7 +67,7 @@ from placement.core.preemption import (
     candidate_count,
     reprieve,
 )
-from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, IntArray, PodDemand, RejectionKind, demand_of
+from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, FloatArray, IntArray, PodDemand, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.eviction_check import plan_without
 from placement.state.gang_rules import member_rules
@@ -273,8 +284,10 @@ class _Bound:
 _NO_VICTIMS = -(2**31)
 
 
-def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tuple[_Bound, str, int]]:
-    """The nodes some eviction may open to one pod of ``demand``, cheapest bound first.
+def _in_bound_order(
+    judge: _Judge, rows: IntArray, node_requests: Sequence[tuple[str, float]]
+) -> list[tuple[_Bound, str, int]]:
+    """The nodes some eviction may open to a pod asking ``node_requests``, cheapest bound first.
 
     Per node, vectorised over every pod of lower priority: the lowest priority p such that, with every such
     pod of priority <= p gone, the node's free node-level amounts hold the pod (a GPU share gone counting
@@ -284,7 +297,7 @@ def _in_bound_order(judge: _Judge, rows: IntArray, demand: PodDemand) -> list[tu
     """
     index = judge.index
     arrays = index.arrays()
-    wanted = [(name, amount) for name, amount in demand.node_requests if amount > 0]
+    wanted = [(name, amount) for name, amount in node_requests if amount > 0]
     columns = [arrays.column(name) for name, _ in wanted]
     if any(column is None for column in columns):
         return []
@@ -342,7 +355,7 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
     index = judge.index
     demand = demand_of(pod.pod)
     gpus_asked = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
-    order = _in_bound_order(judge, rows, demand)
+    order = _in_bound_order(judge, rows, demand.node_requests)
     refused_by_budget = ""
     wanted = candidate_count(len(rows))
     best: tuple[CandidateKey, str, list[Unit]] | None = None
@@ -360,7 +373,17 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
             kubelet_refusals.append(name)
             continue
 
-        def fits(evicted: frozenset[Key], slot: int = slot, on_node: set[Key] = on_node, target: int = target) -> bool:
+        room = _NodeRoom.of(index, name, slot, everything, demand)
+
+        def fits(
+            evicted: frozenset[Key],
+            slot: int = slot,
+            on_node: set[Key] = on_node,
+            target: int = target,
+            room: _NodeRoom = room,
+        ) -> bool:
+            if not room.holds(evicted):
+                return False  # short of node-level amounts: the exact check would refuse too
             quality = _pod_quality(index, slot, pod=pod, demand=demand, evicted=evicted & on_node, memo=memo)
             return quality is not None and quality >= target
 
@@ -385,6 +408,37 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
         nominations=((pod.key, node),),
         reason=_reason(who, victims, (node,), "the kubelet's admission then succeeds there"),
     )
+
+
+@dataclass(frozen=True)
+class _NodeRoom:
+    """A node's free node-level amounts with every candidate victim gone, and what each of those pods asks:
+    a plan that keeps pods back whose requests no longer leave the preemptor's is refused without the exact
+    check (a necessary condition only: a kept GPU share's hold on a whole GPU is not counted here)."""
+
+    free: FloatArray  # [resource] with every victim on the node gone, for the preemptor's node requests
+    asked: FloatArray  # [resource] what the preemptor asks
+    requests: Mapping[Key, FloatArray]  # each victim on the node: what it asks, for the same resources
+
+    @classmethod
+    def of(cls, index: ClusterIndex, name: str, slot: int, gone: frozenset[Key], demand: PodDemand) -> _NodeRoom:
+        wanted = [(resource, amount) for resource, amount in demand.node_requests if amount > 0]
+        arrays = index.arrays_without(gone, slots=[slot])
+        columns = [arrays.column(resource) for resource, _ in wanted]
+        known = [(column, amount) for column, (_, amount) in zip(columns, wanted, strict=True) if column is not None]
+        free = np.array([arrays.node_free[column, 0] for column, _ in known], dtype=np.float64)
+        names = [resource for (resource, _), column in zip(wanted, columns, strict=True) if column is not None]
+        requests = {}
+        for usage, _, _ in index.pods_on(name):
+            if usage.key in gone:
+                asked = dict(usage.demand.node_requests)
+                requests[usage.key] = np.array([asked.get(resource, 0.0) for resource in names], dtype=np.float64)
+        return cls(free, np.array([amount for _, amount in known], dtype=np.float64), requests)
+
+    def holds(self, evicted: frozenset[Key]) -> bool:
+        kept = [request for key, request in self.requests.items() if key not in evicted]
+        left = self.free - np.sum(kept, axis=0) if kept else self.free
+        return bool((left >= self.asked).all())
 
 
 def _pod_quality(
@@ -440,7 +494,12 @@ def _preempt_for_gang(
 ) -> Preemption | NoPreemption:
     index = judge.index
     who = _who(preemptors)
-    members = [GangMember(key=p.key, demand=demand_of(p.pod), intent=p.intent) for p in preemptors]
+    # The largest first, as the gang planner plans them: a node's room counts the members it holds in that
+    # order, so with mixed shapes (a driver and its executors) an option never counts a small member where
+    # the plan will need a large one.
+    members = sorted(
+        (GangMember(key=p.key, demand=demand_of(p.pod), intent=p.intent) for p in preemptors), key=largest_first
+    )
     rules, _ = member_rules(index, list(preemptors))
     need = len(members)
     demand = members[0].demand
@@ -452,7 +511,8 @@ def _preempt_for_gang(
         rows = rows[domain[rows] >= 0]
         if rows.size == 0:
             return NoPreemption(f"no candidate node of {who} carries a label of its {level.describe()}")
-    order = _in_bound_order(judge, rows, demand)
+    # Bound by the least any member asks of each resource: only a node that can take no member is left out.
+    order = _in_bound_order(judge, rows, _least_asked(members))
     # Nodes to find before choosing: enough for two full gangs' worth of options, at least GANG_SAMPLE.
     wanted = min(max(2 * need, GANG_SAMPLE), len(rows))
     options: list[_NodeOption] = []
@@ -491,19 +551,11 @@ def _preempt_for_gang(
             reason += f"; its members must all be in one {level.noun}"
         return NoPreemption(reason)
     _, picked, victims = chosen
-    evicted = frozenset(k for unit in victims for k in unit.pod_keys())
-    arrays = index.arrays_without(evicted)
-    plan = plan_gang(
-        arrays,
-        np.array([option.slot for option in picked], dtype=np.int64),
-        members,
-        gpus=_gpus_without(index, evicted),
-        policy=policy,
-        locality=locality,
-        rules=rules,
-    )
-    if not isinstance(plan, GangPlan):
-        return NoPreemption(f"{who}: even after evicting the cheapest victims the gang does not fit: {plan.reason}")
+    planning = GangPlanning(policy=policy, locality=locality, rules=rules)
+    confirmed = _confirm(judge, picked, options, domain, members=members, planning=planning)
+    if isinstance(confirmed, str):
+        return NoPreemption(f"{who}: even after evicting the cheapest victims the gang does not fit: {confirmed}")
+    plan, victims = confirmed
     nominations = tuple((m.key, index.name_of(m.row) or "") for m in plan.members)
     nodes = tuple(dict.fromkeys(node for _, node in nominations))
     return Preemption(
@@ -511,6 +563,85 @@ def _preempt_for_gang(
         nominations=nominations,
         reason=_reason(who, victims, nodes, "the gang planner then places every member"),
     )
+
+
+@dataclass(frozen=True)
+class GangPlanning:
+    """How the gang planner lays the preemptor's members out: its spread policy, locality and rules."""
+
+    policy: SpreadPolicy
+    locality: Locality | None
+    rules: Mapping[Key, MemberRules]
+
+
+def _confirm(
+    judge: _Judge,
+    picked: Sequence[_NodeOption],
+    options: Sequence[_NodeOption],
+    domain: IntArray | None,
+    *,
+    members: Sequence[GangMember],
+    planning: GangPlanning,
+) -> tuple[GangPlan, list[Unit]] | str:
+    """The gang planner's plan on the chosen nodes with their victims gone, and the victims it needs.
+
+    Each option counts the members a node holds alone, the largest first; the plan lays the members out
+    together and may need another mix (a driver's CPUs where an executor was counted). Where it fails on
+    the chosen nodes, the next cheapest options of the same domain join, one at a time, until it holds;
+    then only the victims on the nodes it uses (with their gangs, whole) are kept, when the plan still
+    holds without the others. The answer is the planner's reason when no option set holds it.
+    """
+    index = judge.index
+    code = None if domain is None else int(domain[picked[0].slot])
+    spare = [
+        option
+        for option in sorted(options, key=lambda o: o.key)
+        if option not in picked and (code is None or domain is None or int(domain[option.slot]) == code)
+    ]
+    tried = list(picked)
+    while True:
+        victims = list({unit.name: unit for option in tried for unit in option.victims}.values())
+        plan = _plan_without(index, [option.slot for option in tried], members, victims, planning)
+        if isinstance(plan, GangPlan):
+            used = {index.name_of(step.row) for step in plan.members}
+            needed = [unit for unit in victims if any(pod.node in used for pod in unit.pods)]
+            if len(needed) < len(victims):
+                fewer = _plan_without(index, [option.slot for option in tried], members, needed, planning)
+                if isinstance(fewer, GangPlan):
+                    return fewer, needed
+            return plan, victims
+        if not spare:
+            reason: str = plan.reason
+            return reason
+        extra = spare.pop(0)
+        if judge.fits_budgets([*victims, *extra.victims]) is None:
+            tried.append(extra)
+
+
+def _plan_without(
+    index: ClusterIndex,
+    slots: Sequence[int],
+    members: Sequence[GangMember],
+    victims: Sequence[Unit],
+    planning: GangPlanning,
+) -> GangPlan | GangUnplaceable:
+    evicted = frozenset(key for unit in victims for key in unit.pod_keys())
+    return plan_gang(
+        index.arrays_without(evicted),
+        np.array(slots, dtype=np.int64),
+        members,
+        gpus=_gpus_without(index, evicted),
+        policy=planning.policy,
+        locality=planning.locality,
+        rules=planning.rules,
+    )
+
+
+def _least_asked(members: Sequence[GangMember]) -> list[tuple[str, float]]:
+    """Per node-level resource, the least any member asks (0 where one asks none)."""
+    asked = [dict(member.demand.node_requests) for member in members]
+    names = set().union(*asked)
+    return [(name, min(each.get(name, 0.0) for each in asked)) for name in sorted(names)]
 
 
 def _members_fit(
@@ -523,9 +654,10 @@ def _members_fit(
     checks: ExactChecks,
     at_least: int,
 ) -> int:
-    """How many of ``members`` (in order) the node takes with the pods ``evicted`` gone, each checked by the
-    exact kubelet model on what the ones before it left (``Workspace``); a bound below ``at_least`` (the
-    whole GPUs left for them) is answered without the exact model."""
+    """How many of ``members`` the node takes with the pods ``evicted`` gone, in order, each checked by the
+    exact kubelet model on what the ones before it left (``Workspace``; a member that does not fit is passed
+    over for the smaller ones after it); a bound below ``at_least`` (the whole GPUs left for them) is
+    answered without the exact model."""
     key = (slot, evicted)
     known = memo.get(key)
     if known is not None:
@@ -541,9 +673,8 @@ def _members_fit(
     workspace = Workspace(arrays, lambda _row: free, checks=checks)
     placed = 0
     for member in members:
-        if isinstance(workspace.place(member, 0), str):
-            break
-        placed += 1
+        if not isinstance(workspace.place(member, 0), str):
+            placed += 1
     memo[key] = placed
     return placed
 
