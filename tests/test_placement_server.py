@@ -92,8 +92,7 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
     assert sorted(scored.nodes) == ["h100-b", "l40s-c"]
     assert list(scored.scores) == sorted(scored.scores, reverse=True)  # best first
     components = {component.name: component for component in scored.breakdown}
-    # The pod has no controller: a batch pod, bin-packed by the workload policies' component.
-    assert set(components) == set(ScoringWeights().as_dict()) | {"workload"}
+    assert set(components) == set(ScoringWeights().as_dict())
     assert sum(component.weight for component in scored.breakdown) == pytest.approx(100.0)
     for position, total in enumerate(scored.scores):
         parts = [component.points[position] for component in scored.breakdown]

@@ -95,7 +95,7 @@ def _web(i: int) -> Any:
 
 
 def test_a_deployments_pods_spread_over_the_nodes_while_job_pods_pack() -> None:
-    engine = _engine(WorkloadPolicies())
+    engine = _engine(WorkloadPolicies(batch_weight=2))
     web = [_reserve(engine, _web(i)) for i in range(4)]
     assert sorted(web) == sorted(NODES)  # one per node
 
@@ -107,8 +107,18 @@ def test_a_deployments_pods_spread_over_the_nodes_while_job_pods_pack() -> None:
     assert len({_reserve(plain, _web(i)) for i in range(4)}) < len(NODES)
 
 
-def test_score_ranks_the_fuller_node_first_for_batch_and_last_for_a_service() -> None:
+def test_batch_pods_get_no_workload_component_by_default() -> None:
+    """Batch pods are packed by the topology score; the workload component packs them only when
+    ``weights.batch`` asks (it cost GPUs on the trace), while services spread by default."""
     engine = _engine(WorkloadPolicies())
+    _reserve(engine, _pod("busy", owner=("Job", "busy"), cpu="6"))
+    assert "workload" not in engine.score(pod_spec_from_json(json.dumps(_pod("batch", owner=("Job", "o"))))).weights
+    assert "workload" in engine.score(pod_spec_from_json(json.dumps(_web(0)))).weights
+    assert parse_workload_policies({"weights": {"batch": 2}}).batch_weight == 2
+
+
+def test_score_ranks_the_fuller_node_first_for_batch_and_last_for_a_service() -> None:
+    engine = _engine(WorkloadPolicies(batch_weight=2))
     for i in range(3):
         _reserve(engine, _pod(f"busy-{i}", owner=("Job", "busy"), cpu="6"))
     busiest = Counter(p.node for p in engine.index.facts.placed_pods()[0]).most_common(1)[0][0]

@@ -53,6 +53,11 @@ DEFAULT_SERVICE_KINDS = ("ReplicaSet", "StatefulSet")
 # component as TaintToleration (3), the heaviest default preference of a node pool.
 DEFAULT_WORKLOAD_WEIGHT = 2.0
 DEFAULT_TENANT_WEIGHT = 3.0
+# Batch pods are bin-packed by the topology score itself (its fragmentation component prefers the node
+# where what is left stays usable, which packs); the workload component's own packing is off by default:
+# on the trace (python -m placement.sim --subsample 4 --seeds 2 --policies ours) it left 5.65% of the
+# GPUs unallocated at 100% arrival against 5.10% without it. Set weights.batch to pack harder.
+DEFAULT_BATCH_WEIGHT = 0.0
 MAX_WEIGHT = 100.0
 SPREAD_OWN_SHARE = 0.75  # of the spread score: fewer pods of the own workload; the rest: less load
 WORKLOAD_PLUGIN = "WorkloadAware"
@@ -93,8 +98,9 @@ class Tenant:
 class WorkloadPolicies:
     """The per-cluster configuration; ``WorkloadPolicies()`` is the documented default (no tiers)."""
 
-    workload_weight: float = DEFAULT_WORKLOAD_WEIGHT
+    workload_weight: float = DEFAULT_WORKLOAD_WEIGHT  # services spread
     tenant_weight: float = DEFAULT_TENANT_WEIGHT
+    batch_weight: float = DEFAULT_BATCH_WEIGHT  # batch pods packed beyond what the topology score packs
     service_kinds: frozenset[str] = frozenset(DEFAULT_SERVICE_KINDS)
     tiers: tuple[Tier, ...] = ()  # most important first
     tenants: tuple[Tenant, ...] = ()  # the first that holds a pod decides its tier
@@ -225,7 +231,7 @@ def parse_workload_policies(document: Any) -> WorkloadPolicies:
     if document is None:
         return DEFAULT_POLICIES
     root = _mapping(document, "the workload policies", _KEYS)
-    weights = _mapping(root.get("weights"), "weights", ("workload", "tenant"))
+    weights = _mapping(root.get("weights"), "weights", ("workload", "tenant", "batch"))
     services = _mapping(root.get("services"), "services", ("ownerKinds",))
     tiers = tuple(_tier(item, f"tiers[{i}]") for i, item in enumerate(_sequence(root.get("tiers"), "tiers")))
     names = [tier.name for tier in tiers]
@@ -242,6 +248,7 @@ def parse_workload_policies(document: Any) -> WorkloadPolicies:
     return WorkloadPolicies(
         workload_weight=_weight(weights.get("workload", DEFAULT_WORKLOAD_WEIGHT), "weights.workload"),
         tenant_weight=_weight(weights.get("tenant", DEFAULT_TENANT_WEIGHT), "weights.tenant"),
+        batch_weight=_weight(weights.get("batch", DEFAULT_BATCH_WEIGHT), "weights.batch"),
         service_kinds=frozenset(
             _string(kind, f"services.ownerKinds[{i}]") for i, kind in enumerate(_sequence(kinds, "services.ownerKinds"))
         ),

@@ -52,11 +52,12 @@ class PolicyScores:
         policies = self.policies
         kind = policies.workload_class(pod.controller[0], pod.labels, pod.annotations)
         tier = policies.tier_of(pod.namespace, pod.labels)
-        workload = kind is not WorkloadClass.NONE and policies.workload_weight > 0
+        workload_weight = {WorkloadClass.SERVICE: policies.workload_weight, WorkloadClass.BATCH: policies.batch_weight}
+        workload = workload_weight.get(kind, 0.0) > 0
         tenant = tier is not None and bool(tier.pools) and policies.tenant_weight > 0
         if not (workload or tenant):
             return None
-        weights = {WORKLOAD_PLUGIN: policies.workload_weight, TENANT_PLUGIN: policies.tenant_weight}
+        weights = {WORKLOAD_PLUGIN: workload_weight.get(kind, 0.0), TENANT_PLUGIN: policies.tenant_weight}
 
         def scored(scores: Scores) -> Scores:
             rows = scores.rows
