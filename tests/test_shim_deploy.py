@@ -123,9 +123,9 @@ def test_rbac_grants_what_the_feed_the_binder_and_the_election_use_and_no_more()
 
 
 def test_rbac_covers_what_the_binder_reads_and_writes_of_every_gang_api() -> None:
-    """Each API of ``placement.shim.gang_directory`` read (list and watch: its reflector), and its status
-    patched where ``group_status`` writes it: ``<plural>/status`` or, without a status subresource, the
-    object; the Workload API has no status and gets no write."""
+    """Each API of ``placement.shim.gang_directory`` read (list and watch: its reflector, the binder's and the
+    extender's), and its status patched where ``group_status`` writes it: ``<plural>/status`` or, without a
+    status subresource, the object; the Workload API has no status and gets no write."""
     granted = {
         (group, resource, verb)
         for rule in one("ClusterRole")["rules"]
@@ -138,6 +138,16 @@ def test_rbac_covers_what_the_binder_reads_and_writes_of_every_gang_api() -> Non
         status = f"{api.plural}/status" if api.status_subresource else api.plural
         written = api.source != SOURCE_WORKLOAD
         assert ((api.group, status, "patch") in granted) == written, api.name
+
+
+def test_the_extender_reads_the_gang_apis_under_the_binders_grants() -> None:
+    """The extender reads the same group objects as the binder (and writes none): it runs in the same pod, so
+    under the one service account the ClusterRole above is bound to; no second account or role."""
+    pod = one("Deployment")["spec"]["template"]["spec"]
+    assert {"extender", "binder"} <= set(containers())
+    (subject,) = one("ClusterRoleBinding")["subjects"]
+    assert pod["serviceAccountName"] == subject["name"] == one("ServiceAccount")["metadata"]["name"]
+    assert [d["kind"] for d in documents("placement")].count("ClusterRole") == 1
 
 
 def test_pod_patches_are_limited_to_the_keys_the_service_writes() -> None:
@@ -377,6 +387,18 @@ def test_the_scheduler_configuration_wires_the_extender_into_the_kubenexus_profi
     assert extender["weight"] >= 1
     assert extender["ignorable"] is False  # a KubeNexus pod is never bound without its NUMA placement
     assert config["leaderElection"]["resourceNamespace"] == one("Namespace")["metadata"]["name"]
+
+
+def test_the_extender_never_holds_a_bind_past_kube_schedulers_http_timeout() -> None:
+    """kube-scheduler abandons an extender call after ``httpTimeout`` and schedules the pod again: the
+    longest hold of a gang member at bind (``--max-gang-hold``, whatever a group's timeout asks) and the
+    hold of a group without a timeout of its own (``--gang-timeout``) must end before it."""
+    (config,) = documents("scheduler")
+    (extender,) = config["extenders"]
+    timeout = re.fullmatch(r"(\d+)s", extender["httpTimeout"])
+    assert timeout is not None, extender["httpTimeout"]
+    args = parsed("extender")
+    assert 0 < args.gang_timeout <= args.max_gang_hold < int(timeout[1])
 
 
 def test_kube_scheduler_calls_the_extender_over_verified_mutual_tls() -> None:

@@ -41,22 +41,33 @@ def run_extender(args: argparse.Namespace) -> int:
                 f"refusing to serve {args.listen} without client authentication: give --tls-cert, --tls-key "
                 "and --tls-client-ca, listen on a loopback address, or say --insecure"
             )
+        for flag, seconds in (("--gang-timeout", args.gang_timeout), ("--max-gang-hold", args.max_gang_hold)):
+            if not seconds > 0:
+                raise ValueError(f"{flag} {seconds:g}: must be a positive number of seconds")
         api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
         service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
     except (ApiUnavailable, ValueError, OSError, ssl.SSLError) as error:
         log.error("cannot start the extender", extra={"error": str(error)})
         return 2
-    extender = Extender(api, service, gang_timeout_s=args.gang_timeout, scheduler_name=args.scheduler_name)
+    extender = Extender(
+        api,
+        service,
+        gang_timeout_s=args.gang_timeout,
+        max_hold_s=args.max_gang_hold,
+        scheduler_name=args.scheduler_name,
+    )
     try:
         server = serve(extender, (host, port), prefix=args.url_prefix.rstrip("/"), tls=tls)
         endpoint = _endpoint(args.metrics_address, ready=lambda: True, not_ready="")
     except (OSError, ValueError) as error:
         log.error("cannot listen", extra={"address": args.listen, "error": str(error)})
         return 2
+    extender.start()  # the gang APIs' objects, read as the binder reads them
     log.info("extender listening", extra={"address": args.listen, "port": server.server_address[1]})
     _wait_for_signal()
     server.shutdown()
     server.server_close()
+    extender.stop()
     if endpoint is not None:
         endpoint.close()
     service.close()

@@ -24,9 +24,20 @@ kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extende
 * ``bind``: ExtenderBindingArgs ``{PodName, PodNamespace, PodUID, Node}`` -> ExtenderBindingResult
   ``{Error}``. The extender reserves the pod on that node (its NUMA cells and GPUs), records the
   placement on the pod as the binder does (``placement.shim.binder``), and binds it. A member of a pod
-  group is held at bind until ``min-available`` members of its group are bound or held, then all bind
-  together; a group that does not fill within ``gang_timeout_s`` releases every held member (each
-  bind answers an Error, kube-scheduler retries them), so a group never binds in part.
+  group is held at bind until its group's minimum of members are bound or held, then all bind together;
+  a group that does not fill within its timeout releases every held member (each bind answers an Error,
+  kube-scheduler retries them), so a group never binds in part.
+
+Pod groups come from every gang API, as in the binder: membership by ``gang_sources.group_of`` (our labels,
+scheduler-plugins' label, Volcano's annotation, ``spec.schedulingGroup``, ``spec.workloadRef``); the minimum
+from our ``min-available`` label, or from the group's object read by a ``GangDirectory`` (started by
+``start``); the timeout from the object (scheduler-plugins' ``scheduleTimeoutSeconds``) or ``gang_timeout_s``,
+never longer than ``max_hold_s``: kube-scheduler gives up on a bind call after its extender ``httpTimeout``
+(the ``http.Client`` timeout of pkg/scheduler/extender.go ``NewHTTPExtender``) and would schedule the pod
+again while this hold still ran. A group whose object is missing or unreadable, or a pod naming two
+groups, answers bind with an Error saying why before anything is reserved; a basic-policy group (native
+``basic``, Volcano ``minMember: 0``) binds pod by pod. The group's topology constraint is not applied here:
+kube-scheduler chooses each member's node alone (docs/gang.md).
 
 Errors never escape as a traceback: a malformed body is a 400 with one line, a refused pod an
 ``Error`` in the result (what kube-scheduler puts in the pod's FailedScheduling event).
@@ -53,10 +64,20 @@ from placement.core.annotations import (
     GROUP_NAME_KEY,
     MIN_AVAILABLE_KEY,
     RESERVED_NODE_KEY,
+    SCHEDULER_PLUGINS_KEY,
     format_ids,
 )
+from placement.core.gang_sources import (
+    SOURCE_OURS,
+    SOURCE_SCHEDULER_PLUGINS,
+    GangSourceError,
+    GroupDefinition,
+    PodGroupKey,
+    group_of,
+)
 from placement.shim.client import PlacementClient, ServiceError
-from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S, SCHEDULER_NAME
+from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S, DEFAULT_MAX_GANG_HOLD_S, SCHEDULER_NAME
+from placement.shim.gang_directory import GangDirectory, Unresolved
 
 log = logging.getLogger("kubenexus.placement.extender")
 
@@ -73,6 +94,9 @@ _UNRESOLVABLE = frozenset(
         pb.REJECTION_KIND_NODE_CONSTRAINT,
     }
 )
+# The label that narrows the listing of a group's members, for the sources that pods join by a label; the
+# others (an annotation, a spec field) cannot be selected by the API server and are filtered here.
+_MEMBER_LABEL = {SOURCE_OURS: GROUP_NAME_KEY, SOURCE_SCHEDULER_PLUGINS: SCHEDULER_PLUGINS_KEY}
 
 
 class BadRequest(ValueError):
@@ -95,14 +119,31 @@ class Extender:
         service: PlacementClient,
         *,
         gang_timeout_s: float = DEFAULT_GANG_TIMEOUT_S,
+        max_hold_s: float = DEFAULT_MAX_GANG_HOLD_S,
         scheduler_name: str = SCHEDULER_NAME,
+        watch_timeout_s: float = 300.0,
     ) -> None:
         self._api = api
         self._service = service
         self._gang_timeout_s = gang_timeout_s
+        self._max_hold_s = max_hold_s
         self._scheduler_name = scheduler_name
-        self._groups: dict[tuple[str, str], _Group] = {}
+        self._groups: dict[PodGroupKey, _Group] = {}
         self._groups_lock = threading.Lock()
+        self._stop = threading.Event()
+        # The group objects of every served gang API, read as the binder reads them.
+        self._directory = GangDirectory(api, stop=self._stop, watch_timeout_s=watch_timeout_s)
+
+    def start(self) -> None:
+        """Start reading the gang APIs' objects; until an API is read, its groups' members are refused."""
+        self._directory.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop reading the gang APIs (after the HTTP server: no bind is answered from here on)."""
+        self._stop.set()
+        self._api.close_streams()
+        for thread in self._directory.threads:
+            thread.join(timeout_s)
 
     def filter(self, args: Json) -> Json:
         pod, names = _extender_args(args)
@@ -182,6 +223,9 @@ class Extender:
             return {"Error": f"pod {namespace}/{name} belongs to scheduler {scheduler!r}, not {self._scheduler_name!r}"}
         if (pod.get("spec") or {}).get("nodeName"):
             return {"Error": f"pod {namespace}/{name} is already bound"}
+        group = self._group_of(pod)
+        if isinstance(group, str):
+            return {"Error": group}  # nothing reserved or written yet
         try:
             answer = self._service.reserve(pod, [node])
         except ServiceError as error:
@@ -199,7 +243,7 @@ class Extender:
             annotations[ASSIGNED_GPUS_KEY] = format_ids(placement.gpu_ids)
         try:
             self._patch(namespace, name, annotations)
-            waited = self._wait_for_group(pod)
+            waited = "" if group is None else self._wait_for_group(name, group)
             if waited:
                 self._release(namespace, name)
                 return {"Error": waited}
@@ -220,43 +264,54 @@ class Extender:
 
     # --- gangs ----------------------------------------------------------------------------------------
 
-    def _wait_for_group(self, pod: Json) -> str:
+    def _group_of(self, pod: Json) -> GroupDefinition | str | None:
+        """The gang the pod is a member of; None for a lone pod or a basic-policy group (bound on its own);
+        why it cannot bind now when its group reference or definition is refused or missing."""
+        try:
+            key = group_of(pod)
+        except GangSourceError as error:
+            return str(error)
+        if key is None:
+            return None
+        if key.source == SOURCE_OURS:
+            labels: Mapping[str, str] = (pod.get("metadata") or {}).get("labels") or {}
+            text = labels.get(MIN_AVAILABLE_KEY, "1")
+            if not text.isdigit() or int(text) < 1:
+                return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
+            return GroupDefinition(key, int(text))
+        definition = self._directory.definition(key)
+        if isinstance(definition, Unresolved):
+            return definition.message
+        return definition if definition.gang else None
+
+    def _wait_for_group(self, name: str, definition: GroupDefinition) -> str:
         """Hold a group member until its group fills; "" to bind now, else why it gave up."""
-        metadata = pod.get("metadata") or {}
-        labels: Mapping[str, str] = metadata.get("labels") or {}
-        group_name = labels.get(GROUP_NAME_KEY)
-        if not group_name:
-            return ""
-        namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
-        text = labels.get(MIN_AVAILABLE_KEY, "1")
-        if not text.isdigit() or int(text) < 1:
-            return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
-        bound = self._bound_members(namespace, group_name)
-        key = (namespace, group_name)
+        key = definition.key
+        asked = self._gang_timeout_s if definition.timeout_s is None else definition.timeout_s
+        timeout_s = min(asked, self._max_hold_s)
+        bound = self._bound_members(key)
         with self._groups_lock:
-            group = self._groups.setdefault(key, _Group(minimum=int(text)))
+            group = self._groups.setdefault(key, _Group(minimum=definition.min_member))
             group.held.add(name)
             if len(group.held) + bound >= group.minimum:
                 group.complete.set()
                 del self._groups[key]  # the next arrival (a scale-up) starts a fresh count
-        if group.complete.wait(self._gang_timeout_s):
+        if group.complete.wait(timeout_s):
             return ""
         with self._groups_lock:
             group.held.discard(name)
             present = len(group.held) + bound + 1
         return (
-            f"waiting for pod group {namespace}/{group_name}: {present}/{group.minimum} members reached bind "
-            f"within {self._gang_timeout_s:g} s; released, will retry"
+            f"waiting for pod group {key.object_name}: {present}/{group.minimum} members reached bind "
+            f"within {timeout_s:g} s; released, will retry"
         )
 
-    def _bound_members(self, namespace: str, group: str) -> int:
-        pods = self._api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"{GROUP_NAME_KEY}={group}"})
-        return sum(
-            1
-            for p in pods.get("items") or []
-            if (p.get("metadata") or {}).get("labels", {}).get(GROUP_NAME_KEY) == group
-            and (p.get("spec") or {}).get("nodeName")
-        )
+    def _bound_members(self, key: PodGroupKey) -> int:
+        """Members of the group on a node and not finished, whatever way they name it."""
+        label = _MEMBER_LABEL.get(key.source)
+        query = {"labelSelector": f"{label}={key.name}"} if label else None
+        pods = self._api.list(f"/api/v1/namespaces/{key.namespace}/pods", query)
+        return sum(1 for p in pods.get("items") or [] if _bound(p) and _member_of(p, key))
 
     def _release(self, namespace: str, name: str) -> None:
         try:
@@ -270,6 +325,19 @@ class Extender:
 
     def _patch(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         self._api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}", {"metadata": {"annotations": annotations}})
+
+
+def _bound(pod: Mapping[str, Any]) -> bool:
+    """On a node and not finished: a member its group still counts (as the binder counts them)."""
+    on_node = bool((pod.get("spec") or {}).get("nodeName"))
+    return on_node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _member_of(pod: Mapping[str, Any], key: PodGroupKey) -> bool:
+    try:
+        return group_of(pod) == key
+    except GangSourceError:
+        return False  # a pod naming two groups joins neither
 
 
 def scaled_score(score: float) -> int:

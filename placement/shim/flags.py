@@ -13,6 +13,9 @@ from kubenexus.kube.lease_flags import add_lease_arguments
 
 SCHEDULER_NAME = "kubenexus-scheduler"
 DEFAULT_GANG_TIMEOUT_S = 10.0
+# The longest the extender holds a bind call, whatever a group's own timeout asks: below the 30 s
+# httpTimeout of deploy/scheduler/kube-scheduler-config.yaml, after which kube-scheduler gives the call up.
+DEFAULT_MAX_GANG_HOLD_S = 25.0
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -> None:
@@ -57,7 +60,21 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve a non-loopback address without client certificates (development only)",
     )
     parser.add_argument("--scheduler-name", default=SCHEDULER_NAME, help="bind only pods of this scheduler")
-    parser.add_argument("--gang-timeout", type=float, default=DEFAULT_GANG_TIMEOUT_S, metavar="S")
+    parser.add_argument(
+        "--gang-timeout",
+        type=float,
+        default=DEFAULT_GANG_TIMEOUT_S,
+        metavar="S",
+        help="how long bind holds a group member whose group sets no timeout of its own (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-gang-hold",
+        type=float,
+        default=DEFAULT_MAX_GANG_HOLD_S,
+        metavar="S",
+        help="the longest bind holds a group member, whatever its group's scheduleTimeoutSeconds asks; keep it "
+        "below kube-scheduler's extender httpTimeout (default: %(default)s)",
+    )
     add_metrics_argument(parser)
 
 

@@ -1,4 +1,5 @@
-"""The binder's directory of pod-group objects: which gang APIs the cluster serves, and what their objects ask.
+"""The shims' directory of pod-group objects (the binder's and the extender's, one each): which gang APIs the
+cluster serves, and what their objects ask.
 
 Four APIs define gangs with an object (``placement.core.gang_sources``)::
 
