@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -348,8 +348,14 @@ def pending_pod(key: str, pod: TracePod, *, labels: dict[str, str] | None = None
         pod=kubelet_pod(pod),
         intent=PodIntent(policy=pod.intent),
         labels={} if labels is None else labels,
+        priority=pod.priority,
         constraints=PodConstraints(node_affinity=gpu_model_affinity(pod)),
     )
+
+
+def gang_member(key: str, pod: TracePod, *, group: str, size: int) -> PendingPod:
+    """A member of gang ``group`` of ``size`` members, labelled as the service reads gang membership."""
+    return pending_pod(key, pod, labels={GROUP_NAME_KEY: group, MIN_AVAILABLE_KEY: str(size)})
 
 
 class Ours:
@@ -378,18 +384,24 @@ class Ours:
         )
         self.rows = {name: row for row, name in enumerate(cluster.names)}
 
-    def choose(self, key: str, pod: TracePod) -> Choice | None:
-        decision = self.reservations.decide(pending_pod(key, pod))
+    def choose(self, key: str, pod: TracePod, candidate_names: Iterable[str] | None = None) -> Choice | None:
+        """``candidate_names``: only these nodes (a preemptor on the node its victims freed); None: all."""
+        decision = self.reservations.decide(pending_pod(key, pod), candidate_names)
         if decision.node is None:
             return None
         return Choice(self.rows[decision.node], decision.gpus, decision.cells)
 
-    def choose_gang(self, group: str, keys: Sequence[str], pods: Sequence[TracePod]) -> list[Choice] | None:
+    def choose_gang(
+        self,
+        group: str,
+        keys: Sequence[str],
+        pods: Sequence[TracePod],
+        candidate_names: Iterable[str] | None = None,
+    ) -> list[Choice] | None:
         """Where each member of a gang goes, all reserved at once; None when the gang does not fit."""
         for key, pod in zip(keys, pods, strict=True):
-            labels = {GROUP_NAME_KEY: group, MIN_AVAILABLE_KEY: str(len(pods))}
-            self.coordinator.add_member(pending_pod(key, pod, labels=labels))
-        placement = self.coordinator.place(NAMESPACE, group)
+            self.coordinator.add_member(gang_member(key, pod, group=group, size=len(pods)))
+        placement = self.coordinator.place(NAMESPACE, group, candidate_names)
         if not isinstance(placement, GangPlacement):
             for key in keys:  # a gang that cannot start now never comes back in this simulation
                 self.coordinator.observe_deleted(NAMESPACE, key)
@@ -398,14 +410,19 @@ class Ours:
         return [Choice(self.rows[where[k].node], where[k].gpus, where[k].cells) for k in keys]
 
     def keep(self, key: str) -> None:
-        # Bind at once: a bound pod leaves the reservation list, which every decision scans for expiry.
+        # Bind at once: a bound pod leaves the reservation list, which every decision scans for expiry, and
+        # only a bound pod can be preempted; the coordinator also marks a gang member bound.
         held = self.index.pod(NAMESPACE, key)
         if held is not None:
+            self.reservations.observe_pod(held[0])
             self.coordinator.observe_bound(held[0])
 
     def forget(self, key: str) -> None:
         self.coordinator.observe_deleted(NAMESPACE, key)
         self.reservations.observe_pod_deleted(NAMESPACE, key)
+        # Releasing a bound pod's charge leaves what the constraint plugins and preemption read of it (its
+        # PlacedPod) for the pod watch to remove; here nothing else will.
+        self.index.facts.remove_pod(NAMESPACE, key)
 
 
 POLICY_NAMES = (
