@@ -359,7 +359,7 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         synced=lambda: feed.synced,
         leadership=elector,
         nominations=nominations,
-        drivers=DriverReservations(index, reservations),
+        drivers=DriverReservations(index, reservations, levels=gang_config.levels),
     )
     feed = ClusterFeed(
         api,

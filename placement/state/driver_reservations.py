@@ -43,16 +43,15 @@ from decimal import Decimal
 
 import numpy as np
 
-from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from placement.core.annotations import GROUP_NAME_KEY, InvalidValue
 from placement.core.decision import rank
+from placement.core.domains import DEFAULT_LEVELS, TopologyLevels
 from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod, PodParseError, PodUsage, parse_quantity
 from placement.core.scoring import Scores
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import IntArray, PodDemand, Rejected, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
 from placement.state.reservations import Decision, Reservations, plan_on_slot
 
 SPARK_ROLE_LABEL = "spark-role"
@@ -67,7 +66,6 @@ DYNAMIC_MIN_EXECUTORS_KEY = "spark-dynamic-allocation-min-executor-count"
 RESERVE_MEMBERS_KEY = "scheduling.kubenexus.io/reserve-members"
 RESERVE_RESOURCES_KEY = "scheduling.kubenexus.io/reserve-member-resources"
 APPLICATION_LABELS = (SPARK_APP_SELECTOR_LABEL, SPARK_APP_ID_LABEL, GROUP_NAME_KEY)
-DEFAULT_LEVELS = (FABRIC_CLIQUE_KEY, DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY)  # nearest first
 MAX_MEMBERS = 1000  # Palantir casts executor counts to int: "executor count is small (<1000)"
 PLACEHOLDER_SEPARATOR = "~"
 _RESOURCES_ACCEPTED = "name=quantity pairs separated by commas, e.g. cpu=4,memory=16Gi,nvidia.com/gpu=1"
@@ -174,11 +172,11 @@ class DriverReservations:
     """The holds of the drivers reserved here, over the engine's ``Reservations``."""
 
     def __init__(
-        self, index: ClusterIndex, reservations: Reservations, *, levels: Sequence[str] = DEFAULT_LEVELS
+        self, index: ClusterIndex, reservations: Reservations, *, levels: TopologyLevels = DEFAULT_LEVELS
     ) -> None:
         self._index = index
         self._reservations = reservations
-        self._levels = tuple(levels)
+        self._levels = levels.levels  # nearest first: the gang coordinator's (``serve --topology-levels``)
         self._holds: dict[tuple[str, str], _Hold] = {}  # by driver
         self._by_application: dict[tuple[str, str], tuple[str, str]] = {}  # (namespace, app) -> driver
 
@@ -289,10 +287,12 @@ class DriverReservations:
         driver_slot = index.slot_of(driver_node)
         if driver_slot is None:
             return nearness
-        for level, key in reversed(list(enumerate(self._levels, start=1))):
-            codes, _ = index.facts.label_column(key)
-            if codes[driver_slot] >= 0:
-                nearness[codes[: index.capacity] == codes[driver_slot]] = level
+        for position, level in reversed(list(enumerate(self._levels, start=1))):
+            for key in level.keys:  # the first key the driver's node carries names its domain
+                codes, _ = index.facts.label_column(key)
+                if codes[driver_slot] >= 0:
+                    nearness[codes[: index.capacity] == codes[driver_slot]] = position
+                    break
         nearness[driver_slot] = 0
         return nearness
 
