@@ -367,6 +367,7 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         reservations,
         # The engine's view of pod changes: a bound or deleted preemptor's hold ends, then the gangs'.
         on_pod=engine.observe_pod,
+        on_nominated=engine.observe_nomination,
         on_node=gangs.coordinator.observe_node,
         on_node_removed=gangs.coordinator.forget_node,
     )

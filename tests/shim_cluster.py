@@ -238,6 +238,7 @@ class Replica:
             watch_timeout_s=5,
             backoff=Backoff(0.05, 0.2),
             on_pod=self.engine.observe_pod,  # a bound or deleted preemptor's hold ends, then the gangs' view
+            on_nominated=self.engine.observe_nomination,  # every replica holds what status.nominatedNodeName says
             # As placement.main wires it: the coordinator learns each node's topology domains.
             on_node=gangs.coordinator.observe_node,
             on_node_removed=gangs.coordinator.forget_node,

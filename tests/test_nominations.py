@@ -65,3 +65,33 @@ def test_a_second_hold_replaces_the_first() -> None:
 def test_a_hold_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Nominations(hold_s=0)
+
+
+def test_a_nomination_found_on_a_pending_pod_is_held_once_for_its_time() -> None:
+    """``status.nominatedNodeName`` seen by a replica that did not decide the preemption (a follower, or a new
+    leader after a failover) holds the node; the pod's later status updates do not prolong the hold."""
+    clock = Clock()
+    held = Nominations(clock=clock, hold_s=30)
+    held.restore(("ns", "big"), "a", priority=100)
+    assert held.open_to(("ns", "small"), 1, NODES) == ["b", "c"]
+    assert held.open_to(("ns", "big"), 100, NODES) == NODES
+    clock.now += 20
+    held.restore(("ns", "big"), "a", priority=100)  # the pod updated again: the same nomination
+    clock.now += 11
+    assert held.open_to(("ns", "small"), 1, NODES) == NODES  # 31 s after it was first seen
+    held.restore(("ns", "big"), "a", priority=100)  # and it is not held anew
+    assert held.nominated(("ns", "big")) == ()
+    held.restore(("ns", "big"), "b", priority=100)  # a new nomination is
+    assert held.nominated(("ns", "big")) == ("b",)
+
+
+def test_a_nomination_this_replica_decided_is_not_held_anew_when_the_pod_shows_it() -> None:
+    clock = Clock()
+    held = Nominations(clock=clock, hold_s=30)
+    held.hold(preemption((("ns", "big"), "a")), priority=100)
+    clock.now += 31
+    held.restore(("ns", "big"), "a", priority=100)  # the binder wrote it; its hold already ran its course
+    assert held.nominated(("ns", "big")) == ()
+    held.release(("ns", "big"))  # placed: forgotten, so a later preemption of the same pod holds again
+    held.restore(("ns", "big"), "a", priority=100)
+    assert held.nominated(("ns", "big")) == ("a",)

@@ -291,3 +291,34 @@ def test_an_eviction_a_budget_refuses_stops_the_plan_and_warns_the_preemptor(
     assert emulator.exists("default", "low-a")
     assert told == [("Warning", "PreemptionBlocked", carried.blocked)]
     assert "Cannot evict pod as it would violate the pod's disruption budget." in carried.blocked
+
+
+def test_a_replica_that_did_not_decide_holds_the_room_a_nomination_names(
+    cluster: tuple[PreemptionEmulator, Path],
+) -> None:
+    """After a failover the new leader never saw the Preempt call: it reads the preemptor's
+    status.nominatedNodeName from its pod watch and keeps the freed room for it."""
+    emulator, kubeconfig = cluster
+    for pod in (
+        placed("high-a", "h100-a", 1, (4, 5, 6, 7), priority=HIGHEST),
+        placed("high-b", "h100-b", 0, (0, 1, 2, 3), priority=HIGHEST),
+        placed("high-b1", "h100-b", 1, (4, 5, 6, 7), priority=HIGHEST),
+    ):
+        emulator.put_object(PODS, pod)
+    create_pods(kubeconfig, [preemptor("urgent", 4), preemptor("opportunist", 4, priority=LOW + 1)])
+    writer = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
+    try:  # what the old leader's binder wrote before it died
+        writer.merge_patch("/api/v1/namespaces/default/pods/urgent/status", {"status": {"nominatedNodeName": "h100-a"}})
+    finally:
+        writer.close()
+    service = replica(emulator, kubeconfig, "placement-1").start(binder=False)
+    try:
+        synced_leader(service, 3)
+        wait_until(lambda: service.engine.nominations.nominated(("default", "urgent")) == ("h100-a",), what="held")
+        taken = service.client.reserve(emulator.pod("default", "opportunist"), [])
+        assert not taken.reserved, "a lower-priority pod took the room a nomination names"
+        given = service.client.reserve(emulator.pod("default", "urgent"), [])
+        assert given.reserved
+        assert given.placement.node == "h100-a"
+    finally:
+        service.kill()

@@ -78,15 +78,18 @@ Key = TypeVar("Key", str, tuple[str, str])
 NodeObserver = Callable[[str, Mapping[str, str], NodeTopology | None], None]
 # (the pod's key, its usage when bound, whether it is gone: deleted, succeeded or failed)
 PodObserver = Callable[[tuple[str, str], PodUsage | None, bool], None]
+# (a pending pod's key, the node its status.nominatedNodeName names, its spec.priority): a preemptor
+NominationObserver = Callable[[tuple[str, str], str, int], None]
 
 
 class ClusterFeed:
     """Nodes, NRTs and Pods into a ``ClusterIndex`` (and its ``Reservations``); ``start`` / ``stop``.
 
     ``on_pod`` (optional) sees every pod change after the index did, parsed: for gang progress (members
-    bound, deleted or finished) without a watch of its own. ``on_node`` (optional) sees a node's
-    labels, with its decoded topology when that changed (None otherwise), and ``on_node_removed`` its
-    removal: the gang coordinator's locality (zone, rack, fabric clique) and NIC-near GPUs.
+    bound, deleted or finished) without a watch of its own. ``on_nominated`` (optional) sees each pending
+    pod's ``status.nominatedNodeName``: the preemptors whose nodes every replica holds. ``on_node``
+    (optional) sees a node's labels, with its decoded topology when that changed (None otherwise), and
+    ``on_node_removed`` its removal: the gang coordinator's locality (its topology levels).
     """
 
     def __init__(
@@ -100,11 +103,12 @@ class ClusterFeed:
         on_pod: PodObserver | None = None,
         on_node: NodeObserver | None = None,
         on_node_removed: Callable[[str], None] | None = None,
+        on_nominated: NominationObserver | None = None,
     ) -> None:
         self._api = api
         self._stop = threading.Event()
         self._topology = _TopologyHandler(index, on_node, on_node_removed)
-        self._pods = _PodHandler(index, reservations, on_pod)
+        self._pods = _PodHandler(index, reservations, on_pod, on_nominated)
         self._facts = _FactsHandler(index.facts)
         self._reflectors = tuple(
             Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
@@ -320,10 +324,17 @@ class _FactsHandler:
 class _PodHandler:
     """Pods into the index and the reservations, including the binder's reserved-not-bound pods."""
 
-    def __init__(self, index: ClusterIndex, reservations: Reservations, on_pod: PodObserver | None) -> None:
+    def __init__(
+        self,
+        index: ClusterIndex,
+        reservations: Reservations,
+        on_pod: PodObserver | None,
+        on_nominated: NominationObserver | None = None,
+    ) -> None:
         self._index = index
         self._reservations = reservations
         self._on_pod = on_pod
+        self._on_nominated = on_nominated
         self._known: set[tuple[str, str]] = set()
 
     def replace(self, objects: list[Json]) -> None:
@@ -353,6 +364,10 @@ class _PodHandler:
         self._count(key, bound, reserved, finished)
         if self._on_pod is not None:
             self._on_pod(key, bound, finished)
+        nominated = (obj.get("status") or {}).get("nominatedNodeName")
+        if self._on_nominated is not None and nominated and bound is None and reserved is None and not finished:
+            priority = (obj.get("spec") or {}).get("priority")
+            self._on_nominated(key, str(nominated), priority if isinstance(priority, int) else 0)
 
     def _count(self, key: tuple[str, str], bound: PodUsage | None, reserved: PodUsage | None, finished: bool) -> None:
         if bound is not None:

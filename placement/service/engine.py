@@ -374,6 +374,11 @@ class PlacementEngine:
         if isinstance(self.gangs, CoordinatedGangs):
             self.gangs.observe_pod(key, usage, gone)
 
+    def observe_nomination(self, key: tuple[str, str], node: str, priority: int) -> None:
+        """The feed's pending pods nominated to a node (``ClusterFeed(on_nominated=...)``): held here too,
+        whichever replica decided the preemption (``Nominations.restore``)."""
+        self.nominations.restore(key, node, priority)
+
     def _gang_preemptors(self, group: GangSpec) -> tuple[list[PendingPod], tuple[DomainConstraint, ...], SpreadPolicy]:
         """A Preempt request's group, validated as PlaceGang validates it: its waiting members, its topology
         constraints and spread policy (the members' ``SPREAD_KEY``)."""

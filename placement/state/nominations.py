@@ -13,6 +13,11 @@ preemptor is placed, bound or deleted (``release``), or after ``hold_s`` (victim
 preemptor that never comes back, do not close a node for good; upstream keeps a nomination until the pod
 is scheduled elsewhere or deleted, and clears it when a later cycle finds it no longer fits).
 
+A nomination also lives in the cluster, on the pending preemptor (``status.nominatedNodeName``, written by
+the binder): every replica's pod watch finds it there (``restore``), so a follower answers Filter as the
+leader does and a new leader, after a failover or a restart, keeps the room for the preemptor, as
+kube-scheduler's nominator reads nominations back from its pod informer.
+
 Thread-safe: every method takes the object's own lock.
 """
 
@@ -48,6 +53,9 @@ class Nominations:
         self._clock = clock
         self._hold_s = hold_s
         self._holds: dict[Key, _Hold] = {}
+        # The node each preemptor was last held for: a nomination the pod watch shows again (any status
+        # update of the pending pod) is not held anew, so a hold still ends after ``hold_s``.
+        self._known: dict[Key, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
     def hold(self, preemption: Preemption, priority: int) -> float:
@@ -60,7 +68,17 @@ class Nominations:
         with self._lock:
             for key, held in nodes.items():
                 self._holds[key] = _Hold(tuple(dict.fromkeys(held)), priority, expires_at)
+                self._known[key] = self._holds[key].nodes
         return self._hold_s
+
+    def restore(self, key: Key, node: str, priority: int) -> None:
+        """A pending pod's ``status.nominatedNodeName``: held for ``hold_s`` from now, unless this replica
+        holds nodes for it already or held this very nomination before (then it ran its course)."""
+        with self._lock:
+            if key in self._holds or node in self._known.get(key, ()):
+                return
+            self._holds[key] = _Hold((node,), priority, self._clock() + self._hold_s)
+            self._known[key] = (node,)
 
     def open_to(self, key: Key, priority: int, nodes: Sequence[str]) -> list[str]:
         """The nodes of ``nodes`` a pod of ``priority`` may use now: all but those held for ANOTHER
@@ -93,6 +111,7 @@ class Nominations:
         """The preemptor was placed, bound or deleted: its nodes are open again."""
         with self._lock:
             self._holds.pop(key, None)
+            self._known.pop(key, None)
 
     def nominated(self, key: Key) -> tuple[str, ...]:
         """The nodes held for ``key`` (what ``status.nominatedNodeName`` says); () when none is."""
