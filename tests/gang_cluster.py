@@ -43,6 +43,8 @@ class GangEmulator(ShimEmulator):
     """``ShimEmulator`` plus the chosen gang APIs and their groups' discovery documents."""
 
     def __init__(self, *, native: str | None = None, plugins: bool = False, volcano: bool = False) -> None:
+        # Skip (shared data absent) before the emulator opens anything: a skip after would leak its sockets.
+        plugins_crd = require_shared(PLUGINS_CRD).read_text() if plugins else ""
         super().__init__()
         verbs = {"get", "list", "watch", "create", "patch", "delete"}
         native_versions = ["v1"]
@@ -57,7 +59,7 @@ class GangEmulator(ShimEmulator):
                 self.kmock["patch", NATIVE_PODGROUPS, kmock.subresource("status")] << self._patch_status
         self._discovery("scheduling.k8s.io", native_versions)
         if plugins:
-            for key, schema in crd_schemas(yaml.safe_load(require_shared(PLUGINS_CRD).read_text())).items():
+            for key, schema in crd_schemas(yaml.safe_load(plugins_crd)).items():
                 self.kmock.custom_schemas[key] = schema
             self.kmock.resources[PLUGIN_PODGROUPS] = kmock.ResourceInfo(
                 kind="PodGroup", singular="podgroup", namespaced=True, verbs=verbs
