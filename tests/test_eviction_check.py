@@ -4,6 +4,7 @@ static index; the extender's verb over it is in tests/test_extender_preempt.py."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 import grpc
@@ -11,10 +12,13 @@ import pytest
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.constraints.model import PlacedPod
+from placement.core.dra.claims import parse_resource_claim
 from placement.core.pods import PodUsage
 from placement.core.vocabulary import demand_of
 from placement.service.engine import PlacementEngine
 from placement.state.cluster_index import ClusterIndex
+from tests.dra_cluster import gpu_claim
+from tests.dra_victims import allocated_claim, dra_index, place_claiming
 from tests.gang_fixtures import pod
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import kubelet, nvswitch_node
@@ -168,3 +172,49 @@ def test_the_pod_may_come_as_pod_json(running: RunningServer) -> None:
     request = pb.CheckEvictionRequest(pod_json=as_json, candidates=[candidate])
     (verdict,) = running.stub.CheckEviction(request, timeout=10).verdicts
     assert (verdict.fits, verdict.kind) == (False, pb.REJECTION_KIND_KUBELET_TOPOLOGY)
+
+
+@pytest.fixture
+def dra_running() -> Iterator[RunningServer]:
+    """Node ``a``: ``low`` holds GPUs 0-3 through its own claim; ``shared-low`` and ``keeper`` (high priority)
+    share a claim on GPUs 4-7. The preemptor's claim ``big-gpus`` asks for 4 GPUs, unallocated."""
+    index = dra_index("a")
+    place_claiming(index, "low", "a", gpus=(0, 1, 2, 3), priority=LOW, namespace="ml")
+    place_claiming(index, "shared-low", "a", priority=LOW, namespace="ml")
+    place_claiming(index, "keeper", "a", priority=HIGH, namespace="ml")
+    shared = allocated_claim("shared", "a", (4, 5, 6, 7), namespace="ml", reserved_for=["shared-low", "keeper"])
+    index.dra.set_claim(parse_resource_claim(shared))
+    index.dra.set_claim(parse_resource_claim(gpu_claim("big-gpus", 4, namespace="ml")))
+    engine = PlacementEngine.over(index)
+    engine.leadership = Follower()
+    server = RunningServer(engine)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def claiming_preemptor_json() -> str:
+    resources = {"cpu": "8", "memory": "32Gi"}
+    return json.dumps(
+        {
+            "metadata": {"name": "big", "namespace": "ml", "uid": "uid-big"},
+            "spec": {
+                "priority": HIGH,
+                "containers": [{"name": "main", "resources": {"requests": resources, "limits": resources}}],
+                "resourceClaims": [{"name": "gpus", "resourceClaimName": "big-gpus"}],
+            },
+        }
+    )
+
+
+def test_the_devices_a_victims_claim_holds_are_freed_for_the_pods_claims(dra_running: RunningServer) -> None:
+    frees = pb.EvictionCandidate(node="a", victim_uids=["uid-low"])
+    shared_only = pb.EvictionCandidate(node="a", victim_uids=["uid-shared-low"])
+    request = pb.CheckEvictionRequest(pod_json=claiming_preemptor_json(), candidates=[frees, shared_only])
+    kept, refused = dra_running.stub.CheckEviction(request, timeout=10).verdicts
+    assert (kept.node, kept.fits, kept.reason) == ("a", True, "")
+    # The shared claim stays with "keeper", which is not a victim: its devices are not freed.
+    assert not refused.fits
+    assert refused.kind == pb.REJECTION_KIND_POD_CONSTRAINT  # the claims' words: cannot allocate all claims
+    assert refused.reason.startswith("even with 1 victim(s) evicted, its ResourceClaims: cannot allocate all claims")

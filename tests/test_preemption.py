@@ -13,6 +13,7 @@ from kubenexus.topology.model import NodeTopology
 from placement.cluster.objects import disruption_budget
 from placement.core.annotations import GROUP_NAME_KEY
 from placement.core.constraints.model import NodeFacts, PlacedPod
+from placement.core.dra.claims import parse_resource_claim
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.podgroup import DomainConstraint
 from placement.core.pods import (
@@ -29,6 +30,8 @@ from placement.core.topology_manager import Container, Pod
 from placement.core.vocabulary import GPU_SHARE, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.preemption import NoPreemption, Preemption, find_preemption
+from tests.dra_cluster import gpu_claim
+from tests.dra_victims import allocated_claim, dra_index, place_claiming
 from tests.gang_fixtures import member, pod
 from tests.machines.node_topologies import GIB, kubelet, nvswitch_node, pcie_node
 
@@ -340,13 +343,88 @@ def test_a_gang_waits_when_no_rack_can_hold_it() -> None:
     assert result.reason.endswith("its members must all be in one rack")
 
 
-def test_a_pod_with_dra_claims_is_refused_with_a_reason() -> None:
-    claimed = PendingPod(
-        "ns", "dra", pod(gpus=0), priority=100, resource_claims=(PodResourceClaim(name="gpu", claim_name="c"),)
+def claiming_preemptor(claim: str, *, name: str = "big", priority: int = 100) -> PendingPod:
+    """A pod of ``ns`` whose GPUs come from the ResourceClaim ``claim``."""
+    return PendingPod(
+        "ns",
+        name,
+        pod(cpus=8, memory_gib=32),
+        priority=priority,
+        uid=f"uid-{name}",
+        resource_claims=(PodResourceClaim(name="gpus", claim_name=claim),),
     )
-    result = two_full_nodes(0, 0).preempt([claimed])
+
+
+def dra_scene(*nodes: str) -> Scene:
+    scene = Scene({})
+    scene.index = dra_index(*nodes)
+    return scene
+
+
+def test_a_pod_with_a_gpu_claim_preempts_exactly_the_pod_whose_claim_holds_the_devices_it_needs() -> None:
+    scene = dra_scene("a")
+    place_claiming(scene.index, "low", "a", gpus=(0, 1, 2, 3), priority=5, namespace="ns")
+    place_claiming(scene.index, "higher", "a", gpus=(4, 5, 6, 7), priority=50, namespace="ns")
+    place_claiming(scene.index, "cpu-only", "a", priority=1, namespace="ns")  # no devices: not needed
+    scene.index.dra.set_claim(parse_resource_claim(gpu_claim("big-gpus", 4, namespace="ns")))
+    result = scene.preempt([claiming_preemptor("big-gpus")])
+    assert evicted(result) == {"low"}
+    assert isinstance(result, Preemption)
+    assert result.nominations == ((("ns", "big"), "a"),)
+    with scene.index.lock:
+        taken = scene.index.dra.inventory("a", {"kubernetes.io/hostname": "a"}).taken
+    assert len(taken) == 8  # the decision itself frees nothing
+
+
+def test_a_claim_shared_with_a_higher_priority_pod_is_never_counted_as_freed() -> None:
+    scene = dra_scene("a")
+    place_claiming(scene.index, "low", "a", priority=5, namespace="ns")
+    place_claiming(scene.index, "keeper", "a", priority=500, namespace="ns")
+    shared = allocated_claim("shared", "a", (0, 1, 2, 3), namespace="ns", reserved_for=["low", "keeper"])
+    scene.index.dra.set_claim(parse_resource_claim(shared))
+    place_claiming(scene.index, "mid", "a", gpus=(4, 5, 6, 7), priority=10, namespace="ns")
+    scene.index.dra.set_claim(parse_resource_claim(gpu_claim("big-gpus", 4, namespace="ns")))
+    # "low" has the lowest priority, but its claim stays with "keeper": only "mid" frees devices.
+    assert evicted(scene.preempt([claiming_preemptor("big-gpus")])) == {"mid"}
+    with scene.index.lock:
+        assert scene.index.dra.freed_by({("ns", "low"): "uid-low"}) == frozenset()
+        both = scene.index.dra.freed_by({("ns", "low"): "uid-low", ("ns", "keeper"): "uid-keeper"})
+    assert sorted(ref.device for ref in both) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+
+
+def test_claims_that_no_eviction_frees_enough_devices_for_evict_nobody() -> None:
+    scene = dra_scene("a")
+    place_claiming(scene.index, "low", "a", gpus=(0, 1), priority=5, namespace="ns")
+    place_claiming(scene.index, "high", "a", gpus=(2, 3, 4, 5, 6, 7), priority=500, namespace="ns")
+    scene.index.dra.set_claim(parse_resource_claim(gpu_claim("big-gpus", 4, namespace="ns")))
+    result = scene.preempt([claiming_preemptor("big-gpus")])
     assert isinstance(result, NoPreemption)
-    assert "DRA" in result.reason
+    assert "its ResourceClaims do not fit even with them all gone, on node a, cannot allocate all claims" in (
+        result.reason
+    )
+
+
+def test_a_preemptor_whose_claim_is_allocated_on_another_node_is_refused_with_the_reason() -> None:
+    scene = dra_scene("a", "b")
+    place_claiming(scene.index, "low", "a", gpus=tuple(range(8)), priority=5, namespace="ns")
+    place_claiming(scene.index, "other", "b", gpus=(0,), priority=5, namespace="ns")
+    placed = allocated_claim("big-gpus", "b", (1, 2, 3, 4), namespace="ns", reserved_for=[])
+    scene.index.dra.set_claim(parse_resource_claim(placed))
+    result = scene.preempt([claiming_preemptor("big-gpus")], candidates=["a"])
+    assert isinstance(result, NoPreemption)
+    assert result.reason == (
+        "pod ns/big (priority 100) uses ResourceClaims ns/big-gpus allocated already to devices that no candidate "
+        "node can use: it must run where they are, and eviction does not move an allocated claim, so it evicts "
+        "nobody"
+    )
+
+
+def test_a_gang_with_dra_claims_evicts_nobody_with_the_reason() -> None:
+    scene = dra_scene("a")
+    gang = [claiming_preemptor(f"m{i}-gpus", name=f"m{i}") for i in range(2)]
+    result = scene.preempt(gang)
+    assert isinstance(result, NoPreemption)
+    assert "devices freed by victims are simulated for a lone pod only" in result.reason
 
 
 def test_the_tenant_tier_breaks_a_tie_before_the_node_name() -> None:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.dra.best_fit import PreparedNode, prepare_node
-from placement.core.dra.claims import DeviceClass, ResourceClaim
+from placement.core.dra.claims import Consumer, DeviceClass, ResourceClaim
 from placement.core.dra.footprints import footprint
 from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, dra_gpus
 from placement.core.dra.inferred import gpu_topology
@@ -32,6 +33,7 @@ from placement.core.dra.search import Inventory
 PodKey = tuple[str, str]
 _CHANGE_LOG = 100_000
 ClaimKey = tuple[str, str]
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class DraState:
         self._classes: dict[str, DeviceClass] = {}
         self._claims: dict[ClaimKey, ResourceClaim] = {}
         self._owned: dict[tuple[str, str, str], ClaimKey] = {}  # (namespace, owner uid, pod claim) -> claim
+        # What evicting a pod may free (``freed_by``): the claims reserved for it, and those it controls.
+        self._reserved_for_pod: dict[PodKey, set[ClaimKey]] = {}
+        self._controlled_by: dict[tuple[str, str], set[ClaimKey]] = {}  # (namespace, owner uid) -> claims
         self._holds: dict[PodKey, tuple[Hold, ...]] = {}
         self._topologies: dict[str, NodeTopology] = {}
         self._taken: dict[DeviceRef, int] = {}  # holders (claims' allocations and holds) per device
@@ -107,6 +112,10 @@ class DraState:
             self._claims[key] = claim
             if claim.controller_uid and claim.pod_claim_name:
                 self._owned[(claim.namespace, claim.controller_uid, claim.pod_claim_name)] = key
+            for pod in _pod_consumers(claim):
+                self._reserved_for_pod.setdefault(pod, set()).add(key)
+            if claim.controller_uid:
+                self._controlled_by.setdefault((claim.namespace, claim.controller_uid), set()).add(key)
             if claim.allocation is not None:
                 self._take(d.ref for d in claim.allocation)
                 self._settle_holds(key)
@@ -163,6 +172,53 @@ class DraState:
         """The claim the claim controller made for ``pod_claim`` of the pod with ``owner_uid``."""
         key = self._owned.get((namespace, owner_uid, pod_claim))
         return None if key is None else self._claims.get(key)
+
+    def freed_by(self, victims: Mapping[PodKey, str]) -> frozenset[DeviceRef]:
+        """The devices evicting ``victims`` (pod key -> metadata.uid, "" when unknown) would free, as the
+        ResourceClaim controller deallocates a claim once no pod in its ``status.reservedFor`` exists.
+
+        An allocated claim frees its devices when every consumer it is reserved for is a victim (a claim
+        shared with a pod that stays keeps them; a consumer that is not a pod, a PodGroup's, is never a
+        victim), and it is reserved for some victim or controlled by one (a claim made from a victim's
+        template is deleted with it). A victim's holds (a reservation whose claims the cache has not seen
+        allocated) are freed too. A device another holder keeps stays taken."""
+        with self.lock:
+            keys: set[ClaimKey] = set()
+            uids = {(namespace, uid) for (namespace, _), uid in victims.items() if uid}
+            for pod in victims:
+                keys |= self._reserved_for_pod.get(pod, set())
+            for owner in uids:
+                keys |= self._controlled_by.get(owner, set())
+            released: dict[DeviceRef, int] = {}
+            for key in keys:
+                claim = self._claims.get(key)
+                if claim is None or claim.allocation is None:
+                    continue
+                consumers = claim.reserved_for
+                if not all(_is_victim(claim.namespace, consumer, victims) for consumer in consumers):
+                    continue
+                for device in claim.allocation:
+                    released[device.ref] = released.get(device.ref, 0) + 1
+            for pod in victims:
+                for held in self._holds.get(pod, ()):
+                    for ref in held.devices:
+                        released[ref] = released.get(ref, 0) + 1
+            return frozenset(ref for ref, count in released.items() if count >= self._taken.get(ref, 0))
+
+    def inventory_without(self, node: str, labels: Mapping[str, str], freed: frozenset[DeviceRef]) -> Inventory:
+        """``node``'s inventory with the devices ``freed`` (``freed_by``) no longer taken; the kept one itself
+        when none of them is taken there."""
+        with self.lock:
+            inventory = self.inventory(node, labels)
+            gone = inventory.taken & freed
+            if not gone:
+                return inventory
+            taken = inventory.taken - gone
+            return replace(
+                inventory,
+                taken=taken,
+                taken_footprints=tuple(inventory.footprints[ref] for ref in sorted(taken, key=str)),
+            )
 
     def topology(self, node: str) -> NodeTopology | None:
         """The agent's topology of ``node`` when it reports GPUs; else what the node's own slices imply
@@ -271,6 +327,10 @@ class DraState:
             return
         if old.controller_uid and old.pod_claim_name:
             self._owned.pop((old.namespace, old.controller_uid, old.pod_claim_name), None)
+        for pod in _pod_consumers(old):
+            _discard(self._reserved_for_pod, pod, key)
+        if old.controller_uid:
+            _discard(self._controlled_by, (old.namespace, old.controller_uid), key)
         if old.allocation is not None:
             self._give_back(d.ref for d in old.allocation)
 
@@ -325,6 +385,27 @@ class DraState:
     def changed_since(self, count: int) -> set[str]:
         """The nodes whose devices, holds or topology changed after ``change_count`` was ``count``."""
         return set(self._changed[count:])
+
+
+def _pod_consumers(claim: ResourceClaim) -> list[PodKey]:
+    """The pods in the claim's ``status.reservedFor`` (core/v1 ``pods`` entries; others are not pods)."""
+    return [(claim.namespace, c.name) for c in claim.reserved_for if c.resource == "pods" and not c.api_group]
+
+
+def _is_victim(namespace: str, consumer: Consumer, victims: Mapping[PodKey, str]) -> bool:
+    """Whether a ``reservedFor`` entry is one of the victims (the same pod: its uid too, where both are known)."""
+    if consumer.resource != "pods" or consumer.api_group:
+        return False
+    uid = victims.get((namespace, consumer.name))
+    return uid is not None and (not uid or not consumer.uid or uid == consumer.uid)
+
+
+def _discard(index: dict[_K, set[ClaimKey]], key: _K, claim: ClaimKey) -> None:
+    claims = index.get(key)
+    if claims is not None:
+        claims.discard(claim)
+        if not claims:
+            del index[key]
 
 
 def _devices_of(topology: NodeTopology | None) -> object:

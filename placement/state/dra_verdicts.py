@@ -40,7 +40,7 @@ from placement.core.dra.claims import ResourceClaim
 from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
 from placement.core.dra.model import NodeSelection
 from placement.core.dra.pod_claims import ClaimsUnusable, PodClaims, resolve_pod_claims
-from placement.core.dra.pools import selects_node
+from placement.core.dra.pools import DeviceRef, selects_node
 from placement.core.feasibility import FilterResult
 from placement.core.pods import PendingPod
 from placement.core.scoring import Scores, with_constraint_scores
@@ -122,13 +122,20 @@ class DeviceChoices:
         return first_fit(claims, classes=self.dra.classes, inventory=self.dra.inventory(node, dict(labels)))
 
     def best_fit(
-        self, node: str, labels: Labels, claims: tuple[ResourceClaim, ...], preferred: int | None
+        self,
+        node: str,
+        labels: Labels,
+        claims: tuple[ResourceClaim, ...],
+        preferred: int | None,
+        *,
+        freed: frozenset[DeviceRef] = frozenset(),
     ) -> BestFit | Unallocatable:
+        """Best fit on ``node``, with the devices ``freed`` by evictions taken by nobody (preemption's check)."""
         node_labels = dict(labels)
         return best_fit(
             claims,
             classes=self.dra.classes,
-            inventory=self.dra.inventory(node, node_labels),
+            inventory=self.dra.inventory_without(node, node_labels, freed),
             prepared=self.dra.prepared(node, node_labels),
             preferred_numa=preferred,
             weights=_WEIGHTS,
@@ -206,7 +213,7 @@ class PodWithDevices:
             return
         if claims.allocated:  # where the claims allocated already can be used: node by node (rare)
             for position in np.flatnonzero(open_rows).tolist():
-                if not self._allocated_here(int(rows[position]), claims):
+                if not self.allocated_here(int(rows[position]), claims):
                     reasons.reject(_only(len(rows), position), NOT_ON_NODE, _STAGE)
         unallocated = claims.unallocated
         if not unallocated:
@@ -223,7 +230,8 @@ class PodWithDevices:
         for code in np.unique(codes[open_rows & (codes > 0)]).tolist():
             reasons.reject(open_rows & (codes == code), answers.reasons[code - 1], _STAGE)
 
-    def _allocated_here(self, slot: int, claims: PodClaims) -> bool:
+    def allocated_here(self, slot: int, claims: PodClaims) -> bool:
+        """Whether every claim of the pod allocated already can be used on the node at ``slot``."""
         node = self.node_name(slot) or ""
         labels = dict(self.node_labels(node))
         return all(
@@ -234,7 +242,7 @@ class PodWithDevices:
 
     def refusal(self, slot: int, claims: PodClaims) -> Rejected | None:
         """Why the node at ``slot`` cannot take the pod's claims, or None (one node: Reserve, gangs)."""
-        if not self._allocated_here(slot, claims):
+        if not self.allocated_here(slot, claims):
             return NOT_ON_NODE
         unallocated = claims.unallocated
         if not unallocated:

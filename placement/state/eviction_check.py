@@ -12,13 +12,13 @@ pod's NUMA intent), then the kubelet's Topology Manager admission and the device
   uid). Only the pods the index holds on that node count: a victim it does not know there charges nothing
   in its model, so its eviction frees nothing either, and the verdict is the one without it.
 * **Constraints** (``ClusterIndex.judge``): a refusal eviction cannot lift (unknown node, no topology, node
-  selector or affinity, taints, cordon, readiness, the pod's DRA claims) refuses the node. A refusal by
-  placed pods (host ports, inter-pod anti-affinity, topology spread) is left to kube-scheduler, which
-  re-ran those same plugins with the victims removed before asking; the index cannot remove them from the
-  placed pods those plugins read.
-* **DRA**: devices the victims hold are counted as still held (the devices freed by eviction are not
-  simulated, as in ``state.preemption``): a pod whose claims fit only once the victims' devices are free is
-  refused, which keeps kube-scheduler from evicting for room this service cannot confirm.
+  selector or affinity, taints, cordon, readiness) refuses the node. A refusal by placed pods (host ports,
+  inter-pod anti-affinity, topology spread) is left to kube-scheduler, which re-ran those same plugins with
+  the victims removed before asking; the index cannot remove them from the placed pods those plugins read.
+* **DRA** (``state.eviction_devices``): after the kubelet's admission, the pod's claims are judged with the
+  devices the victims free: a claim allocated already must be usable on the node, the others allocatable
+  by best fit there, as ``Preempt`` judges them. A claim shared with a pod that is not a victim keeps its
+  devices.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from placement.core.feasibility import filter_nodes
 from placement.core.pods import PendingPod
 from placement.core.vocabulary import PodDemand, Rejected, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.dra_verdicts import PodWithDevices
+from placement.state.dra_verdicts import NOT_ON_NODE, PodWithDevices
+from placement.state.eviction_devices import ClaimsAfterEviction
 
 Key = tuple[str, str]
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
@@ -66,27 +67,41 @@ def check_eviction(
 ) -> tuple[EvictionVerdict, ...]:
     """One verdict per candidate, in order (module docstring). Caller holds ``index.lock``; changes nothing."""
     judge = index.judge(pod)
-    return tuple(EvictionVerdict(candidate.node, _refusal(index, pod, judge, candidate)) for candidate in candidates)
+    # The claims are judged after the kubelet's admission, with the victims' devices freed: not by the
+    # judge's own verdict, which counts them as held.
+    constraints = judge.constraints if isinstance(judge, PodWithDevices) else judge
+    devices = ClaimsAfterEviction.of(judge)
+    return tuple(
+        EvictionVerdict(candidate.node, _refusal(index, pod, constraints, devices, candidate))
+        for candidate in candidates
+    )
 
 
 def _refusal(
-    index: ClusterIndex, pod: PendingPod, judge: PodInCluster | PodWithDevices, candidate: EvictionCandidate
+    index: ClusterIndex,
+    pod: PendingPod,
+    constraints: PodInCluster,
+    devices: ClaimsAfterEviction | Rejected | None,
+    candidate: EvictionCandidate,
 ) -> Rejected | None:
     slot = index.slot_of(candidate.node)
     if slot is None:
         return _UNKNOWN_NODE
-    refused = judge.verdict(np.array([slot], dtype=np.int64)).rejected(0)
-    if refused is not None:
-        if refused.kind is not RejectionKind.POD_CONSTRAINT:
-            return _with_devices_note(pod, refused)
-        if pod.resource_claims:
-            # The claims are judged only where the constraints pass: here they were not judged at all.
-            message = f"{refused.message}; the pod's DRA claims cannot be judged on this node until that passes"
-            return Rejected(message, refused.kind)
+    refused = constraints.verdict(np.array([slot], dtype=np.int64)).rejected(0)
+    if refused is not None and refused.kind is not RejectionKind.POD_CONSTRAINT:
+        return refused
+    if isinstance(devices, Rejected):
+        return devices
+    if devices is not None and not devices.usable_on(slot):
+        message = f"{NOT_ON_NODE.message} (ResourceClaims {devices.allocated_names()} are allocated already)"
+        return Rejected(message, NOT_ON_NODE.kind)
     gone, unknown = _victims_on(index, candidate)
-    plan = plan_without(index, slot, pod, demand_of(pod.pod), gone)
+    plan: NodePlan | Rejected = plan_without(index, slot, pod, demand_of(pod.pod), gone)
     if isinstance(plan, NodePlan):
-        return None
+        fit = None if devices is None else devices.fit(index, slot, plan, gone)
+        if not isinstance(fit, Rejected):
+            return None
+        plan = Rejected(f"its ResourceClaims: {fit.message}", fit.kind)
     unknown_note = (
         f"; {unknown} victim(s) are not pods the placement service knows on this node, so their eviction frees "
         "nothing in its model"
@@ -118,16 +133,6 @@ def plan_without(
         free_gpus=frozenset() if shape is None else shape.healthy - index.busy_gpus(slot, without=gone),
         gpu_share_left=None if shape is None else index.gpu_share_left(slot, without=gone),
     )
-
-
-def _with_devices_note(pod: PendingPod, refused: Rejected) -> Rejected:
-    """A pod with DRA claims refused on a node: say that devices held by the victims were counted as held."""
-    if not pod.resource_claims or refused.kind is not RejectionKind.NODE_CONSTRAINT:
-        return refused
-    message = (
-        f"{refused.message} (devices the victims hold count as held: DRA devices freed by eviction are not simulated)"
-    )
-    return Rejected(message, refused.kind)
 
 
 def _victims_on(index: ClusterIndex, candidate: EvictionCandidate) -> tuple[frozenset[Key], int]:

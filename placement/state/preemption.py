@@ -28,15 +28,19 @@ lets the exact plan succeed, simulated before anything is evicted (docs/preempti
   victims, the least topology damage (GPUs freed the preemptor leaves unused), the lowest tenant tier
   among the victims (``victim_tier``), then the node names.
 
-DRA: a preemptor with resource claims is refused with a reason (devices freed by victims are not
-simulated yet).
+* **DRA** (``state.eviction_devices``): a lone preemptor's claims are judged after the kubelet's
+  admission, with the devices the victims free (a claim whose every consumer is a victim): those allocated
+  already keep the pod to their nodes, the others must fit by the best fit Reserve uses; the reprieve also
+  keeps the devices' links and NUMA alignment as good as with every victim gone. A gang whose members
+  have claims evicts nobody, with the reason (the gang planner's claim rules do not see freed devices).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -67,9 +71,20 @@ from placement.core.preemption import (
     candidate_count,
     reprieve,
 )
-from placement.core.vocabulary import GPU_RESOURCE, GPU_SHARE, FloatArray, IntArray, PodDemand, RejectionKind, demand_of
+from placement.core.vocabulary import (
+    GPU_RESOURCE,
+    GPU_SHARE,
+    FloatArray,
+    IntArray,
+    PodDemand,
+    Rejected,
+    RejectionKind,
+    demand_of,
+)
 from placement.state.cluster_index import ClusterIndex
+from placement.state.dra_verdicts import PodWithDevices
 from placement.state.eviction_check import plan_without
+from placement.state.eviction_devices import ClaimsAfterEviction
 from placement.state.gang_rules import member_rules
 
 Key = tuple[str, str]
@@ -137,10 +152,10 @@ def find_preemption(
     never = [p for p in preemptors if p.preempt_never]
     if never:
         return NoPreemption(f"{who} has preemptionPolicy Never: it waits for room and evicts nobody")
-    claims = [p for p in preemptors if p.resource_claims]
-    if claims:
+    if (len(preemptors) > 1 or constraints) and any(p.resource_claims for p in preemptors):
         return NoPreemption(
-            f"{who} has DRA resource claims: preemption does not simulate devices freed by victims, so it evicts nobody"
+            f"{who} has members with DRA resource claims: devices freed by victims are simulated for a lone pod "
+            "only, so a gang with claims evicts nobody"
         )
     judge = _Judge(
         index=index,
@@ -263,7 +278,10 @@ def _candidate_rows(
         if signature in seen:
             continue
         seen.add(signature)
-        verdict = index.judge(pod).verdict(rows)
+        judge = index.judge(pod)
+        # A pod's claims are judged by the exact check, with the victims' devices freed: not here, where
+        # the devices they hold count as taken.
+        verdict = (judge.constraints if isinstance(judge, PodWithDevices) else judge).verdict(rows)
         unresolvable = np.array(
             [code != 0 and verdict.kinds[code - 1] in _UNRESOLVABLE for code in verdict.reason_codes.tolist()],
             dtype=np.bool_,
@@ -353,6 +371,18 @@ def _in_bound_order(
 
 def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preemption | NoPreemption:
     index = judge.index
+    who = _who([pod])
+    devices = ClaimsAfterEviction.of(index.judge(pod)) if pod.resource_claims else None
+    if isinstance(devices, Rejected):
+        return NoPreemption(f"{who} cannot use its ResourceClaims on any node ({devices.message}): it evicts nobody")
+    if devices is not None and devices.claims.allocated:
+        rows = rows[np.array([devices.usable_on(int(row)) for row in rows.tolist()], dtype=np.bool_)]
+        if rows.size == 0:
+            return NoPreemption(
+                f"{who} uses ResourceClaims {devices.allocated_names()} allocated already to devices that no "
+                "candidate node can use: it must run where they are, and eviction does not move an allocated "
+                "claim, so it evicts nobody"
+            )
     demand = demand_of(pod.pod)
     gpus_asked = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
     order = _in_bound_order(judge, rows, demand.node_requests)
@@ -361,16 +391,20 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
     best: tuple[CandidateKey, str, list[Unit]] | None = None
     found = 0
     kubelet_refusals: list[str] = []
-    memo: dict[tuple[object, ...], int | None] = {}
+    device_refusal = ""  # the first node's: why the claims do not fit there even with every victim gone
+    memo: dict[tuple[object, ...], _Quality | _DevicesRefused | None] = {}
     for bound, name, slot in order:
         if best is not None and (found >= wanted or bound.highest_priority > best[0].highest_priority):
             break
         units = judge.units_on(name)
         on_node = {usage.key for usage, _, _ in index.pods_on(name)}
         everything = frozenset(k for unit in units for k in unit.pod_keys()) & on_node
-        target = _pod_quality(index, slot, pod=pod, demand=demand, evicted=everything, memo=memo)
+        target = _pod_quality(index, slot, pod=pod, demand=demand, devices=devices, evicted=everything, memo=memo)
         if target is None:
             kubelet_refusals.append(name)
+            continue
+        if isinstance(target, _DevicesRefused):
+            device_refusal = device_refusal or f"on node {name}, {target.reason}"
             continue
 
         room = _NodeRoom.of(index, name, slot, everything, demand)
@@ -379,13 +413,14 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
             evicted: frozenset[Key],
             slot: int = slot,
             on_node: set[Key] = on_node,
-            target: int = target,
+            target: _Quality = target,
             room: _NodeRoom = room,
         ) -> bool:
             if not room.holds(evicted):
                 return False  # short of node-level amounts: the exact check would refuse too
-            quality = _pod_quality(index, slot, pod=pod, demand=demand, evicted=evicted & on_node, memo=memo)
-            return quality is not None and quality >= target
+            gone = evicted & on_node
+            quality = _pod_quality(index, slot, pod=pod, demand=demand, devices=devices, evicted=gone, memo=memo)
+            return isinstance(quality, _Quality) and quality.at_least(target)
 
         victims = reprieve(units, fits, judge.budgets, judge.now)
         if victims is None:
@@ -399,9 +434,11 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
         key = CandidateKey.of(victims, gpus_used=gpus_asked, where=(name,), tier=judge.tier_of)
         if best is None or key < best[0]:
             best = (key, name, victims)
-    who = _who([pod])
     if best is None:
-        return NoPreemption(_nothing_suffices(who, len(order), kubelet_refusals, refused_by_budget))
+        reason = _nothing_suffices(who, len(order), kubelet_refusals, refused_by_budget)
+        if device_refusal and not refused_by_budget:
+            reason = f"{reason}; its ResourceClaims do not fit even with them all gone, {device_refusal}"
+        return NoPreemption(reason)
     _, node, victims = best
     return Preemption(
         victims=_victims(victims),
@@ -441,29 +478,61 @@ class _NodeRoom:
         return bool((left >= self.asked).all())
 
 
+@dataclass(frozen=True)
+class _Quality:
+    """How good a plan with some victims gone is, as the reprieve compares it with every victim gone."""
+
+    weakest_link: int  # among the GPUs the device plugin would hand out (``_UNLINKED``: fewer than two)
+    device_links: Fraction = Fraction(1)  # the claims' best fit: its links, and its NUMA alignment
+    device_numa: Fraction = Fraction(1)
+
+    def at_least(self, other: _Quality) -> bool:
+        return (
+            self.weakest_link >= other.weakest_link
+            and self.device_links >= other.device_links
+            and self.device_numa >= other.device_numa
+        )
+
+
+@dataclass(frozen=True)
+class _DevicesRefused:
+    """The kubelet admits the pod, but its ResourceClaims do not fit with the victims' devices freed."""
+
+    reason: str
+
+
 def _pod_quality(
     index: ClusterIndex,
     slot: int,
     *,
     pod: PendingPod,
     demand: PodDemand,
+    devices: ClaimsAfterEviction | None,
     evicted: frozenset[Key],
-    memo: dict[tuple[object, ...], int | None],
-) -> int | None:
+    memo: dict[tuple[object, ...], _Quality | _DevicesRefused | None],
+) -> _Quality | _DevicesRefused | None:
     """None when ``pod`` is refused on ``slot`` with the pods ``evicted`` gone (``eviction_check.plan_without``:
-    the vectorised filter, the kubelet's Topology Manager, the device plugin's GPU choice); else the weakest
-    link among the GPUs the kubelet would hand it (``_UNLINKED`` for fewer than two). The reprieve keeps a
-    victim back only while the link stays as good as with every victim gone: the pods evicted are those
-    whose GPUs form the set the kubelet hands out, an NVLink-connected one wherever eviction can free one."""
+    the vectorised filter, the kubelet's Topology Manager, the device plugin's GPU choice); then, for a pod
+    with claims, ``_DevicesRefused`` when they do not fit with the devices the victims free
+    (``ClaimsAfterEviction.fit``, Reserve's best fit). Else the plan's quality: the weakest link among the
+    GPUs the kubelet would hand it, and the links and NUMA alignment of the devices best fit chooses. The
+    reprieve keeps a victim back only while the quality stays as good as with every victim gone: the pods
+    evicted are those whose GPUs form the set the kubelet (or best fit) hands out, an NVLink-connected one
+    wherever eviction can free one."""
     key = (slot, evicted)
     if key in memo:
         return memo[key]
     plan = plan_without(index, slot, pod, demand, evicted)
-    quality: int | None = None
+    quality: _Quality | _DevicesRefused | None = None
     if isinstance(plan, NodePlan):
         shape = index.gpu_shape(slot)
         weakest = score_gpu_set(shape.table, plan.gpus).weakest_rank if shape is not None and plan.gpus else None
-        quality = _UNLINKED if weakest is None else weakest
+        quality = _Quality(_UNLINKED if weakest is None else weakest)
+        fit = None if devices is None else devices.fit(index, slot, plan, evicted)
+        if isinstance(fit, Rejected):
+            quality = _DevicesRefused(fit.message)
+        elif fit is not None:
+            quality = replace(quality, device_links=fit.score.links, device_numa=fit.score.numa)
     memo[key] = quality
     return quality
 
