@@ -419,12 +419,70 @@ def test_a_preemptor_whose_claim_is_allocated_on_another_node_is_refused_with_th
     )
 
 
-def test_a_gang_with_dra_claims_evicts_nobody_with_the_reason() -> None:
+def claiming_gang(scene: Scene, size: int, *, gpus: int = 4) -> list[PendingPod]:
+    """The pending members ``m0``.. of a gang, each with its own unallocated claim for ``gpus`` GPUs."""
+    for i in range(size):
+        scene.index.dra.set_claim(parse_resource_claim(gpu_claim(f"m{i}-gpus", gpus, namespace="ns")))
+    return [claiming_preemptor(f"m{i}-gpus", name=f"m{i}") for i in range(size)]
+
+
+def test_a_gang_with_gpu_claims_preempts_exactly_the_holders_of_the_devices_it_needs() -> None:
+    scene = dra_scene("a", "b")
+    for node in ("a", "b"):
+        place_claiming(scene.index, f"low-{node}", node, gpus=(0, 1, 2, 3), priority=5, namespace="ns")
+        place_claiming(scene.index, f"high-{node}", node, gpus=(4, 5, 6, 7), priority=500, namespace="ns")
+        place_claiming(scene.index, f"cpu-only-{node}", node, priority=1, namespace="ns")  # frees no device
+    result = scene.preempt(claiming_gang(scene, 2))
+    assert evicted(result) == {"low-a", "low-b"}
+    assert isinstance(result, Preemption)
+    assert sorted(result.nominations) == [(("ns", "m0"), "a"), (("ns", "m1"), "b")]
+    with scene.index.lock:
+        assert len(scene.index.dra.inventory("a", {"kubernetes.io/hostname": "a"}).taken) == 8  # nothing freed
+
+
+def test_two_members_that_need_the_same_freed_devices_are_not_both_counted_on_one_node() -> None:
+    scene = dra_scene("a", "b", "c")
+    for node, rack in (("a", "r1"), ("b", "r2"), ("c", "r2")):
+        scene.index.facts.set_node(NodeFacts(node, labels=(("kubernetes.io/hostname", node), (RACK_KEY, rack))))
+    # Evicting "cheap" frees 4 GPUs on a: either member alone fits there, both together do not, so rack r1
+    # cannot hold the gang (counted twice, the cheapest rack would be r1, and the gang would wait).
+    place_claiming(scene.index, "cheap", "a", gpus=(0, 1, 2, 3), priority=5, namespace="ns")
+    place_claiming(scene.index, "keeper", "a", gpus=(4, 5, 6, 7), priority=500, namespace="ns")
+    place_claiming(scene.index, "dearer-b", "b", gpus=tuple(range(8)), priority=10, namespace="ns")
+    place_claiming(scene.index, "dearer-c", "c", gpus=tuple(range(8)), priority=10, namespace="ns")
+    result = scene.preempt(claiming_gang(scene, 2), constraints=(DomainConstraint("rack", required=True),))
+    # 8 GPUs freed on b hold both members: each takes 4 of them, not the same 4.
+    assert evicted(result) == {"dearer-b"}
+    assert isinstance(result, Preemption)
+    assert sorted(result.nominations) == [(("ns", "m0"), "b"), (("ns", "m1"), "b")]
+
+
+def test_a_gang_whose_claims_no_eviction_frees_enough_devices_for_evicts_nobody_naming_the_claim() -> None:
     scene = dra_scene("a")
-    gang = [claiming_preemptor(f"m{i}-gpus", name=f"m{i}") for i in range(2)]
-    result = scene.preempt(gang)
+    place_claiming(scene.index, "low", "a", gpus=(0, 1), priority=5, namespace="ns")
+    place_claiming(scene.index, "high", "a", gpus=(2, 3, 4, 5, 6, 7), priority=500, namespace="ns")
+    result = scene.preempt(claiming_gang(scene, 2))
     assert isinstance(result, NoPreemption)
-    assert "devices freed by victims are simulated for a lone pod only" in result.reason
+    assert result.reason.startswith("no preemption for the 2 pending members of ns/... (priority 100)")
+    assert (
+        "its members' ResourceClaims do not fit even with them all gone, on node a, member ns/m0: cannot allocate "
+        "all claims: claim ns/m0-gpus"
+    ) in result.reason
+
+
+def test_a_gang_member_whose_claim_is_allocated_on_another_node_stays_there() -> None:
+    scene = dra_scene("a", "b")
+    place_claiming(scene.index, "low-a", "a", gpus=tuple(range(8)), priority=5, namespace="ns")
+    place_claiming(scene.index, "low-b", "b", gpus=(4, 5, 6, 7), priority=5, namespace="ns")
+    gang = claiming_gang(scene, 2)
+    placed = allocated_claim("m1-gpus", "b", (0, 1, 2, 3), namespace="ns", reserved_for=[])
+    scene.index.dra.set_claim(parse_resource_claim(placed))
+    result = scene.preempt(gang)
+    assert isinstance(result, Preemption), result
+    assert dict(result.nominations)[("ns", "m1")] == "b"
+    refused = scene.preempt(gang, candidates=["a"])
+    assert isinstance(refused, NoPreemption)
+    assert "on node a, member ns/m1: resourceclaim not available on the node" in refused.reason
 
 
 def test_the_tenant_tier_breaks_a_tie_before_the_node_name() -> None:

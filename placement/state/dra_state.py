@@ -205,15 +205,23 @@ class DraState:
                         released[ref] = released.get(ref, 0) + 1
             return frozenset(ref for ref, count in released.items() if count >= self._taken.get(ref, 0))
 
-    def inventory_without(self, node: str, labels: Mapping[str, str], freed: frozenset[DeviceRef]) -> Inventory:
-        """``node``'s inventory with the devices ``freed`` (``freed_by``) no longer taken; the kept one itself
-        when none of them is taken there."""
+    def inventory_without(
+        self,
+        node: str,
+        labels: Mapping[str, str],
+        freed: frozenset[DeviceRef],
+        *,
+        taken_again: frozenset[DeviceRef] = frozenset(),
+    ) -> Inventory:
+        """``node``'s inventory with the devices ``freed`` (``freed_by``) no longer taken, and those
+        ``taken_again`` (chosen for a gang's members before the one judged) taken; the kept one itself when
+        that changes nothing there."""
         with self.lock:
             inventory = self.inventory(node, labels)
-            gone = inventory.taken & freed
-            if not gone:
+            again = frozenset(ref for ref in taken_again if ref in inventory.footprints)
+            taken = (inventory.taken - freed) | again
+            if taken == inventory.taken:
                 return inventory
-            taken = inventory.taken - gone
             return replace(
                 inventory,
                 taken=taken,

@@ -129,13 +129,15 @@ class DeviceChoices:
         preferred: int | None,
         *,
         freed: frozenset[DeviceRef] = frozenset(),
+        taken_again: frozenset[DeviceRef] = frozenset(),
     ) -> BestFit | Unallocatable:
-        """Best fit on ``node``, with the devices ``freed`` by evictions taken by nobody (preemption's check)."""
+        """Best fit on ``node``, with the devices ``freed`` by evictions taken by nobody, and those
+        ``taken_again`` by a gang's earlier members taken (preemption's check)."""
         node_labels = dict(labels)
         return best_fit(
             claims,
             classes=self.dra.classes,
-            inventory=self.dra.inventory_without(node, node_labels, freed),
+            inventory=self.dra.inventory_without(node, node_labels, freed, taken_again=taken_again),
             prepared=self.dra.prepared(node, node_labels),
             preferred_numa=preferred,
             weights=_WEIGHTS,
@@ -156,12 +158,20 @@ class PodWithDevices:
 
     def verdict(self, rows: IntArray) -> ConstraintVerdict:
         """The constraints' verdict with the claims judged where it passes (what gang planning reads)."""
+        return self._verdict(rows, unallocated=True)
+
+    def verdict_after_eviction(self, rows: IntArray) -> ConstraintVerdict:
+        """``verdict`` with only the claims allocated already judged (eviction moves none): preemption judges
+        the others with the victims' devices freed (``state.eviction_devices``), not as the cache holds them."""
+        return self._verdict(rows, unallocated=False)
+
+    def _verdict(self, rows: IntArray, *, unallocated: bool) -> ConstraintVerdict:
         verdict = self.constraints.verdict(rows)
         passing = verdict.feasible
         if not passing.any():
             return verdict
         reasons = Reasons(len(rows))
-        self._judge_claims(np.asarray(rows, dtype=np.int64), passing, reasons)
+        self._judge_claims(np.asarray(rows, dtype=np.int64), passing, reasons, judge_unallocated=unallocated)
         devices = reasons.verdict(rows)
         if not devices.messages:
             return verdict
@@ -204,8 +214,11 @@ class PodWithDevices:
         self._judge_claims(result.rows, result.feasible, reasons)
         return merge_with_resources(result, reasons.verdict(result.rows))
 
-    def _judge_claims(self, rows: IntArray, open_rows: BoolArray, reasons: Reasons) -> None:
-        """Give each open row the claims' refusal on its node, if any."""
+    def _judge_claims(
+        self, rows: IntArray, open_rows: BoolArray, reasons: Reasons, *, judge_unallocated: bool = True
+    ) -> None:
+        """Give each open row the claims' refusal on its node, if any (``judge_unallocated``: the claims not
+        allocated yet too)."""
         try:
             claims = self.claims()
         except ClaimsUnusable as error:
@@ -216,7 +229,7 @@ class PodWithDevices:
                 if not self.allocated_here(int(rows[position]), claims):
                     reasons.reject(_only(len(rows), position), NOT_ON_NODE, _STAGE)
         unallocated = claims.unallocated
-        if not unallocated:
+        if not unallocated or not judge_unallocated:
             return
         answers = self.choices.answers(unallocated)
         codes = answers.fit[rows]

@@ -14,6 +14,9 @@ Here, as that proposal does:
   must be allocatable on the node with the freed devices free, by the allocator Reserve uses: best fit,
   preferring the one NUMA cell the kubelet's plan puts the pod in (``dra_verdicts.choose_devices``), so the
   preemption promises what Reserve will do once the victims' claims are deallocated.
+* **A gang's members** (``taken_again``): members planned on one node compete for its devices, as
+  ``gang_rules.allocate_members`` holds them one after the other: each is judged with the devices chosen
+  for the members before it taken again, freed or not.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from placement.core.decision import NodePlan
 from placement.core.dra.best_fit import BestFit
 from placement.core.dra.first_fit import Unallocatable
 from placement.core.dra.pod_claims import ClaimsUnusable, PodClaims
+from placement.core.dra.pools import DeviceRef
 from placement.core.vocabulary import Rejected, RejectionKind
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import NOT_ON_NODE, PodWithDevices, unallocatable
@@ -57,9 +61,18 @@ class ClaimsAfterEviction:
         """Whether the claims allocated already can be used on the node at ``slot`` (eviction moves none)."""
         return self.judge.allocated_here(slot, self.claims)
 
-    def fit(self, index: ClusterIndex, slot: int, plan: NodePlan, gone: frozenset[Key]) -> BestFit | Rejected | None:
+    def fit(
+        self,
+        index: ClusterIndex,
+        slot: int,
+        plan: NodePlan,
+        gone: frozenset[Key],
+        *,
+        taken_again: frozenset[DeviceRef] = frozenset(),
+    ) -> BestFit | Rejected | None:
         """Best fit of the unallocated claims on ``slot`` with the devices the pods ``gone`` free (None: none
-        to allocate), preferring the NUMA cell of ``plan``; or why they do not fit even then."""
+        to allocate), preferring the NUMA cell of ``plan``; or why they do not fit even then. A gang's
+        member is judged with the devices chosen for the members before it on the node ``taken_again``."""
         if not self.usable_on(slot):
             return NOT_ON_NODE
         unallocated = self.claims.unallocated
@@ -73,5 +86,10 @@ class ClaimsAfterEviction:
         node = index.name_of(slot) or ""
         preferred = plan.cells[0] if len(plan.cells) == 1 else None
         labels = self.judge.node_labels(node)
-        fit = self.judge.choices.best_fit(node, labels, unallocated, preferred, freed=freed)
+        fit = self.judge.choices.best_fit(node, labels, unallocated, preferred, freed=freed, taken_again=taken_again)
         return unallocatable(fit) if isinstance(fit, Unallocatable) else fit
+
+
+def chosen_devices(fit: BestFit) -> frozenset[DeviceRef]:
+    """The devices best fit chose for the claims: taken for the gang members judged after."""
+    return frozenset(chosen.device.ref for claim in fit.allocation.claims for chosen in claim.devices)

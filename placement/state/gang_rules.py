@@ -35,7 +35,7 @@ from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import IntArray, Rejected, RejectionKind
 from placement.state.cluster_index import ClusterIndex
-from placement.state.dra_verdicts import DeviceChoice, choose_devices, holds_of
+from placement.state.dra_verdicts import DeviceChoice, PodWithDevices, choose_devices, holds_of
 from placement.state.scheduling_facts import SchedulingFacts
 
 HOSTNAME_KEY = "kubernetes.io/hostname"  # the kubelet sets it on every node, unique per node
@@ -46,10 +46,13 @@ Key = tuple[str, str]
 
 
 def member_rules(
-    index: ClusterIndex, pods: Sequence[PendingPod]
+    index: ClusterIndex, pods: Sequence[PendingPod], *, evicting: bool = False
 ) -> tuple[dict[Key, MemberRules], dict[Key, MemberRules]]:
     """Each member's rules against the cluster as it is, and the same kept to what the nodes themselves
     decide (readiness, cordon, name, taints, node affinity: what an emptied cluster still refuses).
+    ``evicting`` (preemption's): a member's claims not allocated yet are left out of the rules, judged
+    with the victims' devices freed instead (``state.eviction_devices``); those allocated still keep it
+    to their nodes.
 
     Members alike in namespace, labels and constraints share one ``MemberRules`` (the planner keeps their
     one-per-node rule across shapes by it); members without any constraint share none. A member whose
@@ -64,7 +67,12 @@ def member_rules(
         signature = (pod.namespace, pod.sorted_labels(), pod.constraints)
         pair = shared.get(signature)
         if pair is None:
-            verdict = index.judge(pod).verdict(slots)
+            judge = index.judge(pod)
+            verdict = (
+                judge.verdict_after_eviction(slots)
+                if evicting and isinstance(judge, PodWithDevices)
+                else judge.verdict(slots)
+            )
             apart = _one_per_node(index.facts, pod)
             planned = _without_affinity_refusals(verdict) if _affinity_among(index.facts, pod, pods) else verdict
             pair = shared[signature] = (

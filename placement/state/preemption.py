@@ -28,11 +28,13 @@ lets the exact plan succeed, simulated before anything is evicted (docs/preempti
   victims, the least topology damage (GPUs freed the preemptor leaves unused), the lowest tenant tier
   among the victims (``victim_tier``), then the node names.
 
-* **DRA** (``state.eviction_devices``): a lone preemptor's claims are judged after the kubelet's
-  admission, with the devices the victims free (a claim whose every consumer is a victim): those allocated
-  already keep the pod to their nodes, the others must fit by the best fit Reserve uses; the reprieve also
-  keeps the devices' links and NUMA alignment as good as with every victim gone. A gang whose members
-  have claims evicts nobody, with the reason (the gang planner's claim rules do not see freed devices).
+* **DRA** (``state.eviction_devices``): a preemptor's claims are judged after the kubelet's admission,
+  with the devices the victims on the node free (a claim whose every consumer is a victim): those
+  allocated already keep the pod to their nodes, the others must fit by the best fit Reserve uses; for a
+  lone pod the reprieve also keeps the devices' links and NUMA alignment as good as with every victim
+  gone. A gang's members compete for a node's devices: a node counts a member only where its claims fit
+  after those of the members before it there, and the confirmed plan is checked the same way, member by
+  member in plan order, as ``gang_rules.allocate_members`` will hold them.
 """
 
 from __future__ import annotations
@@ -47,12 +49,14 @@ import numpy as np
 from placement.core.constraints.model import PlacedPod
 from placement.core.decision import NodePlan
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevel, TopologyLevels
+from placement.core.dra.pools import DeviceRef
 from placement.core.gang import (
     ExactChecks,
     GangMember,
     GangPlan,
     GangUnplaceable,
     Locality,
+    MemberPlan,
     MemberRules,
     NodeGpus,
     Workspace,
@@ -84,7 +88,7 @@ from placement.core.vocabulary import (
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import PodWithDevices
 from placement.state.eviction_check import plan_without
-from placement.state.eviction_devices import ClaimsAfterEviction
+from placement.state.eviction_devices import ClaimsAfterEviction, chosen_devices
 from placement.state.gang_rules import member_rules
 
 Key = tuple[str, str]
@@ -152,11 +156,6 @@ def find_preemption(
     never = [p for p in preemptors if p.preempt_never]
     if never:
         return NoPreemption(f"{who} has preemptionPolicy Never: it waits for room and evicts nobody")
-    if (len(preemptors) > 1 or constraints) and any(p.resource_claims for p in preemptors):
-        return NoPreemption(
-            f"{who} has members with DRA resource claims: devices freed by victims are simulated for a lone pod "
-            "only, so a gang with claims evicts nobody"
-        )
     judge = _Judge(
         index=index,
         priority=min(p.priority for p in preemptors),
@@ -569,7 +568,10 @@ def _preempt_for_gang(
     members = sorted(
         (GangMember(key=p.key, demand=demand_of(p.pod), intent=p.intent) for p in preemptors), key=largest_first
     )
-    rules, _ = member_rules(index, list(preemptors))
+    claims = _member_claims(index, preemptors)
+    if isinstance(claims, Rejected):
+        return NoPreemption(f"{who} cannot use its ResourceClaims on any node ({claims.message}): it evicts nobody")
+    rules, _ = member_rules(index, list(preemptors), evicting=True)
     need = len(members)
     demand = members[0].demand
     gpus_each = int(dict(demand.device_requests).get(GPU_RESOURCE, 0))
@@ -586,7 +588,8 @@ def _preempt_for_gang(
     wanted = min(max(2 * need, GANG_SAMPLE), len(rows))
     options: list[_NodeOption] = []
     kubelet_refusals: list[str] = []
-    memo: dict[tuple[object, ...], int] = {}
+    device_refusal = ""  # the first node's: why the members' claims do not fit there even with every victim gone
+    memo: dict[tuple[object, ...], _Room] = {}
     checks = ExactChecks()  # identical nodes in identical states are judged once
     covered: dict[int, int] = {}  # domain code (0 without a required level) -> members the options hold
     chosen: tuple[CandidateKey, list[_NodeOption], list[Unit]] | None = None
@@ -596,14 +599,20 @@ def _preempt_for_gang(
         units = judge.units_on(name)
         on_node = {usage.key for usage, _, _ in index.pods_on(name)}
         everything = frozenset(k for u in units for k in u.pod_keys()) & on_node
-        room = _members_fit(index, slot, members, everything, memo, checks=checks, at_least=1)
-        if room == 0:
-            kubelet_refusals.append(name)
+        room = _members_fit(index, slot, members, everything, memo, checks=checks, claims=claims, at_least=1)
+        if room.devices_refused:
+            device_refusal = device_refusal or f"on node {name}, {room.devices_refused}"
+        if room.members == 0:
+            if not room.devices_refused:
+                kubelet_refusals.append(name)
             continue
-        target = min(room, need)
+        target = min(room.members, need)
 
         def fits(evicted: frozenset[Key], slot: int = slot, on_node: set[Key] = on_node, target: int = target) -> bool:
-            return _members_fit(index, slot, members, evicted & on_node, memo, checks=checks, at_least=target) >= target
+            room = _members_fit(
+                index, slot, members, evicted & on_node, memo, checks=checks, claims=claims, at_least=target
+            )
+            return room.members >= target
 
         victims = reprieve(units, fits, judge.budgets, judge.now)
         if victims is None or judge.fits_budgets(victims) is not None:
@@ -616,11 +625,13 @@ def _preempt_for_gang(
             chosen = _choose(options, need, domain, judge, gpus_each) or chosen
     if chosen is None:
         reason = _nothing_suffices(who, len(order), kubelet_refusals, "")
+        if device_refusal:
+            reason += f"; its members' ResourceClaims do not fit even with them all gone, {device_refusal}"
         if level is not None:
             reason += f"; its members must all be in one {level.noun}"
         return NoPreemption(reason)
     _, picked, victims = chosen
-    planning = GangPlanning(policy=policy, locality=locality, rules=rules)
+    planning = GangPlanning(policy=policy, locality=locality, rules=rules, claims=claims)
     confirmed = _confirm(judge, picked, options, domain, members=members, planning=planning)
     if isinstance(confirmed, str):
         return NoPreemption(f"{who}: even after evicting the cheapest victims the gang does not fit: {confirmed}")
@@ -636,11 +647,13 @@ def _preempt_for_gang(
 
 @dataclass(frozen=True)
 class GangPlanning:
-    """How the gang planner lays the preemptor's members out: its spread policy, locality and rules."""
+    """How the gang planner lays the preemptor's members out: its spread policy, locality and rules; and
+    the members' claims each plan is checked with (``_claims_refusal``)."""
 
     policy: SpreadPolicy
     locality: Locality | None
     rules: Mapping[Key, MemberRules]
+    claims: Mapping[Key, ClaimsAfterEviction]
 
 
 def _confirm(
@@ -658,7 +671,8 @@ def _confirm(
     together and may need another mix (a driver's CPUs where an executor was counted). Where it fails on
     the chosen nodes, the next cheapest options of the same domain join, one at a time, until it holds;
     then only the victims on the nodes it uses (with their gangs, whole) are kept, when the plan still
-    holds without the others. The answer is the planner's reason when no option set holds it.
+    holds without the others. With claims, a plan must hold them too (``_plan_checked``). The answer is
+    the last reason when no option set holds it.
     """
     index = judge.index
     code = None if domain is None else int(domain[picked[0].slot])
@@ -670,21 +684,87 @@ def _confirm(
     tried = list(picked)
     while True:
         victims = list({unit.name: unit for option in tried for unit in option.victims}.values())
-        plan = _plan_without(index, [option.slot for option in tried], members, victims, planning)
+        slots = [option.slot for option in tried]
+        plan = _plan_checked(index, slots, members, victims, planning)
         if isinstance(plan, GangPlan):
             used = {index.name_of(step.row) for step in plan.members}
             needed = [unit for unit in victims if any(pod.node in used for pod in unit.pods)]
             if len(needed) < len(victims):
-                fewer = _plan_without(index, [option.slot for option in tried], members, needed, planning)
+                fewer = _plan_checked(index, slots, members, needed, planning)
                 if isinstance(fewer, GangPlan):
                     return fewer, needed
             return plan, victims
         if not spare:
-            reason: str = plan.reason
-            return reason
+            return plan
         extra = spare.pop(0)
         if judge.fits_budgets([*victims, *extra.victims]) is None:
             tried.append(extra)
+
+
+def _plan_checked(
+    index: ClusterIndex,
+    slots: Sequence[int],
+    members: Sequence[GangMember],
+    victims: Sequence[Unit],
+    planning: GangPlanning,
+) -> GangPlan | str:
+    """The gang planner's plan with the victims gone, its members' claims fitting (``_claims_refusal``); or,
+    as the reservation does when they do not (``gang_rules.plan_in_order``), a plan made member by member
+    with the claims judged as each is placed (``_plan_in_order``). Or the reason neither holds."""
+    plan = _plan_without(index, slots, members, victims, planning)
+    if isinstance(plan, GangUnplaceable):
+        return plan.reason
+    refused = _claims_refusal(index, plan, victims, planning)
+    if refused is None:
+        return plan
+    ordered = _plan_in_order(index, slots, members, victims, planning)
+    return ordered if isinstance(ordered, GangPlan) else f"{refused}; placed member by member, {ordered}"
+
+
+def _plan_in_order(
+    index: ClusterIndex,
+    slots: Sequence[int],
+    members: Sequence[GangMember],
+    victims: Sequence[Unit],
+    planning: GangPlanning,
+) -> GangPlan | str:
+    """Each member in turn on the first of ``slots`` its rules admit where the kubelet's model takes it with
+    those before it placed and its claims fit with the devices the victims there free, those chosen for the
+    members before it on the node taken; or why a member fits none. Greedy, as ``gang_rules.plan_in_order``
+    (which ranks the nodes by score: the reservation may choose others among the nominated nodes)."""
+    evicted = frozenset(key for unit in victims for key in unit.pod_keys())
+    workspace = Workspace(index.arrays_without(evicted), _gpus_without(index, evicted))
+    taken: dict[int, frozenset[DeviceRef]] = {}
+    apart: dict[int, set[int]] = {}  # per rules kept one per node: the slots their members took
+    placed: list[MemberPlan] = []
+    for member in members:
+        rules = planning.rules.get(member.key)
+        used = apart.setdefault(id(rules), set()) if rules is not None and rules.one_per_node else set()
+        claims = planning.claims.get(member.key)
+        why = "no node admits it"
+        for slot in slots:
+            if (rules is not None and int(rules.verdict.reason_codes[slot]) != 0) or slot in used:
+                continue
+            outcome = workspace.place(member, slot)
+            if isinstance(outcome, str):
+                continue
+            if claims is not None:
+                node = index.name_of(slot) or ""
+                gone = evicted & {usage.key for usage, _, _ in index.pods_on(node)}
+                plan = NodePlan(row=slot, cells=outcome.cells, pinned=outcome.pinned, gpus=outcome.gpus)
+                fit = claims.fit(index, slot, plan, gone, taken_again=taken.get(slot, frozenset()))
+                if isinstance(fit, Rejected):
+                    # Its cells stay charged in the workspace (it has no undo): later members see less room.
+                    why = f"on {node}: {fit.message}"
+                    continue
+                if fit is not None:
+                    taken[slot] = taken.get(slot, frozenset()) | chosen_devices(fit)
+            used.add(slot)
+            placed.append(outcome)
+            break
+        else:
+            return f"{len(placed)} of {len(members)} placed; member {'/'.join(member.key)} fits no node ({why})"
+    return GangPlan(members=tuple(placed), policy=planning.policy)
 
 
 def _plan_without(
@@ -706,6 +786,43 @@ def _plan_without(
     )
 
 
+def _member_claims(index: ClusterIndex, preemptors: Sequence[PendingPod]) -> dict[Key, ClaimsAfterEviction] | Rejected:
+    """The claims of the members that have any, or why one member's cannot be used anywhere."""
+    claims: dict[Key, ClaimsAfterEviction] = {}
+    for pod in preemptors:
+        if not pod.resource_claims:
+            continue
+        found = ClaimsAfterEviction.of(index.judge(pod))
+        if isinstance(found, Rejected):
+            return Rejected(f"member {pod.namespace}/{pod.name}: {found.message}", found.kind)
+        if found is not None:
+            claims[pod.key] = found
+    return claims
+
+
+def _claims_refusal(index: ClusterIndex, plan: GangPlan, victims: Sequence[Unit], planning: GangPlanning) -> str | None:
+    """Why a member's claims do not fit on its planned node with the devices the victims there free, the
+    members judged in plan order, each seeing the devices chosen for those before it on its node taken (as
+    ``gang_rules.allocate_members`` holds them); None when every member's fit."""
+    if not planning.claims:
+        return None
+    evicted = frozenset(key for unit in victims for key in unit.pod_keys())
+    taken: dict[int, frozenset[DeviceRef]] = {}
+    for step in plan.members:
+        claims = planning.claims.get(step.key)
+        if claims is None:
+            continue
+        node = index.name_of(step.row) or ""
+        gone = evicted & {usage.key for usage, _, _ in index.pods_on(node)}
+        node_plan = NodePlan(row=step.row, cells=step.cells, pinned=step.pinned, gpus=step.gpus)
+        fit = claims.fit(index, step.row, node_plan, gone, taken_again=taken.get(step.row, frozenset()))
+        if isinstance(fit, Rejected):
+            return f"member {'/'.join(step.key)} on {node}: {fit.message}"
+        if fit is not None:
+            taken[step.row] = taken.get(step.row, frozenset()) | chosen_devices(fit)
+    return None
+
+
 def _least_asked(members: Sequence[GangMember]) -> list[tuple[str, float]]:
     """Per node-level resource, the least any member asks (0 where one asks none)."""
     asked = [dict(member.demand.node_requests) for member in members]
@@ -718,15 +835,17 @@ def _members_fit(
     slot: int,
     members: Sequence[GangMember],
     evicted: frozenset[Key],
-    memo: dict[tuple[object, ...], int],
+    memo: dict[tuple[object, ...], _Room],
     *,
     checks: ExactChecks,
+    claims: Mapping[Key, ClaimsAfterEviction],
     at_least: int,
-) -> int:
+) -> _Room:
     """How many of ``members`` the node takes with the pods ``evicted`` gone, in order, each checked by the
     exact kubelet model on what the ones before it left (``Workspace``; a member that does not fit is passed
-    over for the smaller ones after it); a bound below ``at_least`` (the whole GPUs left for them) is
-    answered without the exact model."""
+    over for the smaller ones after it), then its claims with the devices the pods ``evicted`` free and
+    those chosen for the members before it taken; a bound below ``at_least`` (the whole GPUs left for them)
+    is answered without the exact model."""
     key = (slot, evicted)
     known = memo.get(key)
     if known is not None:
@@ -737,15 +856,37 @@ def _members_fit(
     if gpus_each and all(m.demand == members[0].demand for m in members):
         bound = 0 if free is None else len(free.free) // gpus_each
         if bound < at_least:
-            return bound
+            return _Room(bound)
     arrays = index.arrays_without(evicted, slots=[slot])
     workspace = Workspace(arrays, lambda _row: free, checks=checks)
     placed = 0
+    taken: frozenset[DeviceRef] = frozenset()
+    refused = ""
     for member in members:
-        if not isinstance(workspace.place(member, 0), str):
-            placed += 1
-    memo[key] = placed
-    return placed
+        outcome = workspace.place(member, 0)
+        if isinstance(outcome, str):
+            continue
+        member_claims = claims.get(member.key)
+        if member_claims is not None:
+            plan = NodePlan(row=slot, cells=outcome.cells, pinned=outcome.pinned, gpus=outcome.gpus)
+            fit = member_claims.fit(index, slot, plan, evicted, taken_again=taken)
+            if isinstance(fit, Rejected):
+                # Its cells stay charged in the workspace (it has no undo): the count errs low, never high.
+                refused = refused or f"member {'/'.join(member.key)}: {fit.message}"
+                continue
+            if fit is not None:
+                taken |= chosen_devices(fit)
+        placed += 1
+    room = memo[key] = _Room(placed, refused)
+    return room
+
+
+@dataclass(frozen=True)
+class _Room:
+    """The members a node takes with some pods evicted, and why a member's claims did not fit (if one's did not)."""
+
+    members: int
+    devices_refused: str = ""
 
 
 def _choose(
