@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from placement.sim.cli import cell
 from placement.sim.preemption import OURS, RULES, PreemptionResult, median_summary, simulate_preemption
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
@@ -61,14 +62,6 @@ def run_all(
     return {rule: [results[(rule, seed)] for seed in range(seeds)] for rule in rules}
 
 
-def _cell(value: object, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     """The medians as a Markdown table (docs/benchmarks.md, "Preemption on the trace")."""
     header = (
@@ -79,11 +72,13 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     lines = [header, "|" + "---|" * 11]
     for s in summaries:
         lines.append(
-            f"| {s['rule']} | {_cell(s['high_placed'])} ({_cell(s['high_pods'])}) "
-            f"| {_cell(s['placed_by_preemption'])} | {_cell(s['high_gangs_placed'])} ({_cell(s['high_gangs'])}) "
-            f"| {_cell(s['evictions'])} | {_cell(s['evicted_gpus'], 1)} | {_cell(s['evictions_per_placed_high_gpu'])} "
-            f"| {_cell(s['unusable_preemptions'])} | {_cell(s['attempts_mean'])} / {_cell(s['attempts_max'])} "
-            f"| {_cell(s['broken_gangs'])} | {_cell(s['latency_p50_ms'], 1)} / {_cell(s['latency_p99_ms'], 1)} |"
+            f"| {s['rule']} | {cell(s['high_placed'])} ({cell(s['high_pods'])}) "
+            f"| {cell(s['placed_by_preemption'])} | {cell(s['high_gangs_placed'])} ({cell(s['high_gangs'])}) "
+            f"| {cell(s['evictions'])} | {cell(s['evicted_gpus'], digits=1)} "
+            f"| {cell(s['evictions_per_placed_high_gpu'])} "
+            f"| {cell(s['unusable_preemptions'])} | {cell(s['attempts_mean'])} / {cell(s['attempts_max'])} "
+            f"| {cell(s['broken_gangs'])} "
+            f"| {cell(s['latency_p50_ms'], digits=1)} / {cell(s['latency_p99_ms'], digits=1)} |"
         )
     return "\n".join(lines)
 
@@ -102,9 +97,9 @@ def verdicts(summaries: Sequence[dict[str, Any]]) -> list[str]:
         met = "met" if same_or_more and fewer else "MISSED"
         lines.append(
             f"fewer evictions for the same placements against {other['rule']}: {met} (ours places "
-            f"{_cell(ours['high_placed'])} high-priority pods with {_cell(ours['evictions_per_placed_high_gpu'])} "
-            f"evictions per high-priority GPU placed; {other['rule']} {_cell(other['high_placed'])} with "
-            f"{_cell(other['evictions_per_placed_high_gpu'])})"
+            f"{cell(ours['high_placed'])} high-priority pods with {cell(ours['evictions_per_placed_high_gpu'])} "
+            f"evictions per high-priority GPU placed; {other['rule']} {cell(other['high_placed'])} with "
+            f"{cell(other['evictions_per_placed_high_gpu'])})"
         )
     return lines
 

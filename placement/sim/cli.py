@@ -226,11 +226,12 @@ def write_results(runs: dict[str, list[RunResult]], out: Path, *, plots: bool) -
         print("simulate: matplotlib not installed (pip install .[plots]); no plots", file=sys.stderr)
 
 
-def _cell(value: object, percent: bool = False) -> str:
+def cell(value: object, percent: bool = False, *, digits: int = 2) -> str:
+    """A table cell: "-" for no figure, a float to ``digits`` decimals (a share as a percentage)."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{100 * value:.1f}%" if percent else f"{value:.2f}"
+        return f"{100 * value:.1f}%" if percent else f"{value:.{digits}f}"
     return str(value)
 
 
@@ -245,12 +246,12 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     lines = [header, "|" + "---|" * 10]
     for s in summaries:
         lines.append(
-            f"| {s['policy']} | {_cell(s['unallocated_at_first_failure'])} ({_cell(s['first_failure_arrival'])}) "
-            f"| {_cell(s['unallocated_at_100'])} "
-            f"| {_cell(s['unallocated_at_130'])} | {_cell(s['topology_affinity_errors_per_1000'])} "
-            f"| {_cell(s['multi_gpu_best_connected'], True)} | {_cell(s['single_numa_aligned'], True)} "
-            f"| {_cell(s['gangs_minimal_nodes'], True)} | {_cell(s['partial_gang_holds'])} "
-            f"| {_cell(s['latency_p50_ms'])} / {_cell(s['latency_p99_ms'])} |"
+            f"| {s['policy']} | {cell(s['unallocated_at_first_failure'])} ({cell(s['first_failure_arrival'])}) "
+            f"| {cell(s['unallocated_at_100'])} "
+            f"| {cell(s['unallocated_at_130'])} | {cell(s['topology_affinity_errors_per_1000'])} "
+            f"| {cell(s['multi_gpu_best_connected'], True)} | {cell(s['single_numa_aligned'], True)} "
+            f"| {cell(s['gangs_minimal_nodes'], True)} | {cell(s['partial_gang_holds'])} "
+            f"| {cell(s['latency_p50_ms'])} / {cell(s['latency_p99_ms'])} |"
         )
     return "\n".join(lines)
 

@@ -48,7 +48,7 @@ from placement.core.topology_manager import ContainerAffinity
 from placement.core.vocabulary import GPU_MILLI, demand_of
 from placement.sim.cluster import Placed, SimCluster
 from placement.sim.policies import NAMESPACE, Choice, Ours, gang_member, lowest_gpus, pending_pod
-from placement.sim.run import arrivals
+from placement.sim.run import arrivals, median_of
 from placement.sim.trace import TraceNode, TracePod, name_hash
 from placement.state.preemption import NoPreemption, find_preemption
 
@@ -545,11 +545,4 @@ def simulate_preemption(
 
 def median_summary(results: Sequence[PreemptionResult]) -> dict[str, float | int | str | None]:
     """The median over seeds of every numeric figure (None where no seed had one)."""
-    summaries = [r.summary() for r in results]
-    merged: dict[str, float | int | str | None] = {"rule": results[0].rule, "seeds": len(results)}
-    for key in summaries[0]:
-        if key in ("rule", "seed"):
-            continue
-        values = [s[key] for s in summaries if isinstance(s[key], int | float)]
-        merged[key] = statistics.median(values) if values else None  # type: ignore[type-var]
-    return merged
+    return median_of([r.summary() for r in results], "rule")

@@ -18,7 +18,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from placement.core.gpu_sets import choose_gpu_set, score_gpu_set
@@ -274,10 +274,18 @@ def _admit_and_apply(
 
 def median_summary(runs: Sequence[RunResult]) -> dict[str, float | int | str | None]:
     """The median over seeds of every numeric figure (None where no seed had one)."""
-    summaries = [run.summary() for run in runs]
-    merged: dict[str, float | int | str | None] = {"policy": runs[0].policy, "seeds": len(runs)}
+    return median_of([run.summary() for run in runs], "policy")
+
+
+Summary = Mapping[str, float | int | str | None]
+
+
+def median_of(summaries: Sequence[Summary], label: str) -> dict[str, float | int | str | None]:
+    """The runs' summaries (one per seed) merged: ``label`` (what was compared) kept, ``seeds`` counted, and
+    every numeric figure the median over seeds (None where no seed had one)."""
+    merged: dict[str, float | int | str | None] = {label: summaries[0][label], "seeds": len(summaries)}
     for key in summaries[0]:
-        if key in ("policy", "seed"):
+        if key in (label, "seed"):
             continue
         values = [s[key] for s in summaries if isinstance(s[key], int | float)]
         merged[key] = statistics.median(values) if values else None  # type: ignore[type-var]
