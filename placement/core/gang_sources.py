@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubenexus.topology.labels import MAX_LABEL_VALUE, valid_dns_subdomain, valid_label_value
 from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY
 from placement.core.podgroup import DomainConstraint, GroupRef
 
@@ -67,10 +68,7 @@ DEFAULT_VOLCANO_TIERS = ("rack", "block", "zone")
 
 # The prefix of each object source's group names; object names never contain "_".
 _NAME_PREFIX = {SOURCE_VOLCANO: "volcano", SOURCE_PODGROUP: "podgroup", SOURCE_WORKLOAD: "workload"}
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_LABEL_VALUE_MAX = 63
 _DIGEST_CHARS = 10
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _OBJECT_NAME = "an object name: a lowercase DNS subdomain of at most 253 characters"
 _REPLICA_KEY = "a DNS label: at most 63 lowercase alphanumerics or '-'"
@@ -104,10 +102,10 @@ class PodGroupKey:
             if self.replica_key:
                 parts.append(self.replica_key)
         full = "_".join(parts)
-        if len(full) <= _LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(full):
+        if valid_label_value(full):
             return full
         digest = hashlib.sha256(full.encode()).hexdigest()[:_DIGEST_CHARS]
-        head = full[: _LABEL_VALUE_MAX - _DIGEST_CHARS - 1].rstrip("-_.")
+        head = full[: MAX_LABEL_VALUE - _DIGEST_CHARS - 1].rstrip("-_.")
         return f"{head}_{digest}"
 
     @property
@@ -321,7 +319,7 @@ def _positive(where: str, field: str, raw: object) -> int:
 def _object_name(where: str, field: str, raw: object) -> str:
     if not isinstance(raw, str) or not raw:
         raise GangSourceError(f"{where}: {field} is missing; accepted: {_OBJECT_NAME}")
-    if len(raw) > 253 or not _DNS_SUBDOMAIN.fullmatch(raw):
+    if not valid_dns_subdomain(raw):
         raise GangSourceError(f"{where}: invalid {field} {raw!r}; accepted: {_OBJECT_NAME}")
     return raw
 

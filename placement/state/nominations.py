@@ -83,16 +83,7 @@ class Nominations:
     def open_to(self, key: Key, priority: int, nodes: Sequence[str]) -> list[str]:
         """The nodes of ``nodes`` a pod of ``priority`` may use now: all but those held for ANOTHER
         preemptor of priority >= its own (kube-scheduler's ``addNominatedPods``, per node)."""
-        with self._lock:
-            self._expire_locked()
-            closed = {
-                node
-                for other, held in self._holds.items()
-                if other != key and held.priority >= priority
-                for node in held.nodes
-            }
-        if not closed:
-            return list(nodes)
+        closed = self.closed_to((key,), priority)
         return [node for node in nodes if node not in closed]
 
     def closed_to(self, keys: Collection[Key], priority: int) -> frozenset[str]:
