@@ -400,10 +400,10 @@ class SlowEngine(PlacementEngine):
 
     started = 0
 
-    def filter(self, spec: PodSpec, nodes: Any = ()) -> FilterOutcome:
+    def filter(self, spec: PodSpec, nodes: Any = (), *, names_key: bytes | None = None) -> FilterOutcome:
         SlowEngine.started += 1
         time.sleep(0.3)
-        return super().filter(spec, nodes)
+        return super().filter(spec, nodes, names_key=names_key)
 
 
 def test_deadline_exceeded_and_the_service_carries_on() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -28,7 +28,9 @@ from kubenexus.addresses import is_loopback
 from placement.api.access import DEFAULT_WRITER, AccessPolicy
 from placement.api.interceptor import SERVICE_NAME, StatusInterceptor
 from placement.api.metrics import PlacementMetrics
+from placement.api.node_names import keyed_parser
 from placement.api.servicer import PlacementServicer
+from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.service.engine import PlacementEngine
 
@@ -80,6 +82,30 @@ class ServerOptions:
         return AccessPolicy(authenticate=self.mutual_tls, writers=self.writers, admins=self.admins)
 
 
+class _Handlers:
+    """Records the handlers the generated ``add_PlacementServicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass  # the same handlers as below, for servers without registered methods
+
+    def add_registered_method_handlers(self, service: str, methods: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
+        self.methods = dict(methods)
+
+
+def _add_placement(servicer: PlacementServicer, server: grpc.aio.Server) -> None:
+    """The generated registration, with Filter's and Score's requests parsed with their names key."""
+    recorded = _Handlers()  # a recorder standing in for the server
+    placement_pb2_grpc.add_PlacementServicer_to_server(servicer, recorded)  # type: ignore[arg-type]
+    methods = recorded.methods
+    for method, message in (("Filter", pb.FilterRequest), ("Score", pb.ScoreRequest)):
+        methods[method] = methods[method]._replace(request_deserializer=keyed_parser(message.FromString))  # type: ignore[attr-defined]
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
+    server.add_registered_method_handlers(SERVICE_NAME, methods)
+
+
 def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
     try:
         key, cert = tls.key.read_bytes(), tls.cert.read_bytes()
@@ -107,9 +133,7 @@ class PlacementServer:
                 ("grpc.max_send_message_length", options.max_send_bytes),
             ],
         )
-        placement_pb2_grpc.add_PlacementServicer_to_server(
-            PlacementServicer(engine, self.metrics, self._in_pool, options.access), self._server
-        )
+        _add_placement(PlacementServicer(engine, self.metrics, self._in_pool, options.access), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),

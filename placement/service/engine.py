@@ -30,6 +30,7 @@ from itertools import compress
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from placement.core.annotations import SPREAD_KEY, InvalidValue
 from placement.core.decision import order_of, rank
@@ -66,6 +67,7 @@ from placement.service.results import (
     ordered,
 )
 from placement.service.views import NodeSummary, NodeView, node_summaries, node_view
+from placement.state.candidate_lists import CandidateLists, Candidates
 from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.dra_verdicts import choose_devices
@@ -141,6 +143,7 @@ class PlacementEngine:
     _last_synced: float | None = field(default=None, init=False, repr=False)
     _owners: Owners = field(default_factory=Owners, init=False, repr=False)
     verdicts: DecisionCache = field(init=False, repr=False)
+    candidate_lists: CandidateLists = field(init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
     # Validated pods by what the request carried: a scheduler asks Filter, then Score, about one pod.
     _validated_pods: dict[str | bytes, PendingPod] = field(default_factory=dict, init=False, repr=False)
@@ -148,6 +151,7 @@ class PlacementEngine:
     def __post_init__(self) -> None:
         # Filter and Score answer from kept per-node verdicts where the node has not changed since.
         self.verdicts = DecisionCache(self.index)
+        self.candidate_lists = CandidateLists(self.index)
 
     @classmethod
     def over(cls, index: ClusterIndex, *, synced: Callable[[], bool] = _always_synced) -> PlacementEngine:
@@ -167,23 +171,26 @@ class PlacementEngine:
 
     # --- decisions -----------------------------------------------------------------------------------
 
-    def filter(self, spec: PodSpec, nodes: Sequence[str] = ()) -> FilterOutcome:
+    def filter(self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None) -> FilterOutcome:
+        """``names_key`` (optional) determines ``nodes`` exactly (the request's serialized node-name field):
+        a list seen before is not resolved name by name again (``CandidateLists``)."""
         pending = self._admit_request(spec)
-        names = self._candidates(nodes)
         demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
-            known, rows, unknown = self._split_known(names)
+            candidates = self._resolve(nodes, names_key)
             # Filter needs no scores: the scoring pass is the Score call's work.
-            filtered = self.index.judge(pending).filtered(self.verdicts.filter(rows, demand, intent))
-            feasible = tuple(compress(known, filtered.feasible.tolist()))
-        return FilterOutcome(feasible=feasible, rejected=ordered([*unknown, *_rejections(known, filtered)]))
+            filtered = self.index.judge(pending).filtered(self.verdicts.filter(candidates.rows, demand, intent))
+            feasible = tuple(candidates.names[filtered.feasible].tolist())
+            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
+        return FilterOutcome(feasible=feasible, rejected=rejected)
 
-    def score(self, spec: PodSpec, nodes: Sequence[str] = ()) -> ScoreOutcome:
+    def score(self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None) -> ScoreOutcome:
+        """``names_key`` as for ``filter``."""
         pending = self._admit_request(spec)
-        names = self._candidates(nodes)
         demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
-            known, rows, unknown = self._split_known(names)
+            candidates = self._resolve(nodes, names_key)
+            rows = candidates.rows
             arrays = self.index.arrays()
             # A scheduler scores the nodes its Filter call just passed: the cache holds their verdicts.
             judged = self.index.judge(pending)
@@ -197,14 +204,15 @@ class PlacementEngine:
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
             cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
-            nodes = tuple(self.index.names_of(ordered_rows))
+            names = tuple(self.index.names_of(ordered_rows))
+            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
         return ScoreOutcome(
-            nodes=nodes,
+            nodes=names,
             totals=scores.total[order].tolist(),
             points=points,
             weights=dict(weights),
             landing_cells=cells.tolist(),
-            rejected=ordered([*unknown, *_rejections(known, filtered)]),
+            rejected=rejected,
         )
 
     def reserve(self, spec: PodSpec, nodes: Sequence[str] = (), *, caller: str = "") -> ReserveOutcome:
@@ -547,6 +555,10 @@ class PlacementEngine:
             raise InvalidRequest("node names must not be empty")
         return names if len(unique) == len(names) else list(dict.fromkeys(names))
 
+    def _resolve(self, nodes: Sequence[str], names_key: bytes | None) -> Candidates:
+        """The candidates (call under the index lock): kept by ``names_key``, else resolved name by name."""
+        return self.candidate_lists.resolve(names_key, lambda: self._candidates(nodes))
+
     def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejections]]:
         """Known names with their index slots (call under the index lock), and the unknown names' rejection."""
         slots = self.index.slots_of(names)
@@ -580,13 +592,17 @@ def _intent(pending: PendingPod) -> PodIntent | None:
     return None if pending.intent == _NO_INTENT else pending.intent
 
 
-def _rejections(known: Sequence[str], filtered: FilterResult) -> list[Rejections]:
-    """The infeasible candidates, grouped by reason."""
+def _unknown(candidates: Candidates) -> list[Rejections]:
+    return [Rejections(*_UNKNOWN_NODE, candidates.unknown)] if candidates.unknown else []
+
+
+def _rejections(known: npt.NDArray[np.object_], filtered: FilterResult) -> list[Rejections]:
+    """The infeasible candidates (``known``: their names, aligned with ``filtered``), grouped by reason."""
     rejected = np.flatnonzero(~filtered.feasible)
     if not len(rejected):
         return []
     codes = filtered.reason_codes[rejected]
-    names = np.array(known, dtype=object)[rejected]
+    names = known[rejected]
     return [
         Rejections(filtered.messages[code - 1], filtered.kinds[code - 1], tuple(names[codes == code].tolist()))
         for code in np.unique(codes).tolist()

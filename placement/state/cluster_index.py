@@ -169,6 +169,8 @@ class ClusterIndex:
         # Bumped when the arrays change shape (more slots, a new resource column, more GPUs per node):
         # per-slot answers kept from before no longer line up.
         self.layout = 0
+        # Bumped when a node gains or loses its slot: name -> slot lookups kept elsewhere hold while it stands.
+        self.membership = 0
         # The workload the fragmentation score measures against: every pod counts once, when first seen.
         self.workload = workload if workload is not None else WorkloadModel()
         self._gpu_columns = DEFAULT_GPU_COLUMNS
@@ -177,6 +179,7 @@ class ClusterIndex:
         self._nodes: dict[str, _Node] = {}
         self._slot_by_name: dict[str, int] = {}  # name -> slot, for ``slots_of``'s one-call lookup
         self._slot_names: list[str | None] = []
+        self._name_array: npt.NDArray[np.object_] = np.array([], dtype=object)  # the same, "" for a free slot
         self._free_slots: list[int] = []
         self._pod_nodes: dict[tuple[str, str], str] = {}  # every pod we hold -> its node, slotted or not
         # Pods on nodes without a slot (no report yet, or removed), by node name, until a report gives it one.
@@ -251,6 +254,7 @@ class ClusterIndex:
             None if first else self.gpu_left, (capacity, self._gpu_columns), np.int16
         )
         self._slot_names.extend([None] * (capacity - old))
+        self._name_array = np.concatenate([self._name_array, np.full(capacity - old, "", dtype=object)])
         self._free_slots.extend(range(capacity - 1, old - 1, -1))
         self._capacity = capacity
         self.facts.grow(capacity)
@@ -332,7 +336,8 @@ class ClusterIndex:
                 node = _Node(name=name, slot=self._free_slots.pop())
                 self._nodes[name] = node
                 self._slot_by_name[name] = node.slot
-                self._slot_names[node.slot] = name
+                self._slot_names[node.slot] = self._name_array[node.slot] = name
+                self.membership += 1
                 self.facts.attach(name, node.slot)
                 # Pods listed before the node's report: charged from now on (``_reconcile`` below decides
                 # whether this report already accounts for them).
@@ -357,6 +362,8 @@ class ClusterIndex:
                 self._waiting[name] = node.pods
             self._clear_slot(node.slot)
             self._slot_names[node.slot] = None
+            self._name_array[node.slot] = ""
+            self.membership += 1
             self.facts.detach(node.slot)
             self.dra.set_topology(name, None)
             self._free_slots.append(node.slot)
@@ -729,9 +736,14 @@ class ClusterIndex:
         return np.fromiter(map(self._slot_by_name.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
     def names_of(self, slots: IntArray) -> list[str]:
-        """The name of each slot, in order; "" for a free slot (call under the lock)."""
-        names = self._slot_names
-        return [names[slot] or "" for slot in slots.tolist()]
+        """The name of each slot, in order; "" for a free slot (call under the lock). One numpy gather: no
+        Python work per name."""
+        return list(self._name_array[slots].tolist())
+
+    def name_array(self, slots: IntArray) -> npt.NDArray[np.object_]:
+        """``names_of`` as a numpy array of ``str`` (call under the lock)."""
+        names: npt.NDArray[np.object_] = self._name_array[slots]
+        return names
 
     def name_of(self, slot: int) -> str | None:
         return self._slot_names[slot]
