@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import random
 import statistics
 import sys
@@ -43,16 +42,19 @@ import grpc
 import psutil
 
 from benchmarks.service_child import READY, ServiceChild
+from kubenexus.kube.client import Json
+from kubenexus.kube.paths import PODS_PATH
+from kubenexus.kube.reflector import Handler
 from kubenexus.topology.model import NodeTopology
 from placement.api.interceptor import SERVICE_NAME
 from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
+from placement.cluster.batches import DEFAULT_INTERVAL_S
+from placement.cluster.feed import ClusterFeed
 from placement.core.constraints.model import NodeFacts, PlacedPod, Taint, TaintEffect
-from placement.core.pods import PodUsage
-from placement.core.topology_manager import Container, Pod
-from placement.core.vocabulary import demand_of
 from placement.service.engine import PlacementEngine
+from placement.service.heap import settle_heap
 from placement.state.cluster_index import ClusterIndex
 
 TARGET_P99_MS = 5.0
@@ -101,24 +103,24 @@ def serve_empty() -> None:
 
 
 class Churn:
-    """Pod events as the cluster feed applies them: a 1-CPU pod bound to a random node, or the oldest
-    deleted (alternately, 100 pods at most)."""
+    """Pod events as a watch delivers them to the cluster feed: a 1-CPU pod bound to a random node, or the
+    oldest deleted (alternately, 100 pods at most), each a Pod object handed to the feed's pod handler (which
+    queues it for the next batch when the feed batches, ``--watch-batch-ms``)."""
 
-    def __init__(self, index: ClusterIndex, seed: int = 7) -> None:
-        self._index = index
+    def __init__(self, index: ClusterIndex, pods: Handler, seed: int = 7) -> None:
+        self._pods = pods
         self._rng = random.Random(seed)
         self._names = node_names(len(index))
-        self._demand = demand_of(Pod(containers=(Container("c", cpu_millis=1000, memory=1 << 30),)))
-        self._bound: deque[tuple[str, str]] = deque()
+        self._bound: deque[Json] = deque()
         self.made = 0
 
     def step(self) -> None:
         if len(self._bound) >= 100 or (self._bound and self.made % 2):
-            self._index.remove_pod(*self._bound.popleft())
+            self._pods.apply("DELETED", self._bound.popleft())
         else:
-            usage = PodUsage("churn", f"pod-{self.made}", self._rng.choice(self._names), self._demand)
-            self._index.upsert_pod(usage)
-            self._bound.append(usage.key)
+            pod = _bound_pod(f"pod-{self.made}", self._rng.choice(self._names), self.made)
+            self._pods.apply("ADDED", pod)
+            self._bound.append(pod)
         self.made += 1
 
     def run(self, rate: float, stop: threading.Event, *, tick_s: float = 0.0) -> None:
@@ -131,6 +133,28 @@ class Churn:
                 stop.wait(max(wait, tick_s))
             else:
                 self.step()
+
+
+def _bound_pod(name: str, node: str, version: int) -> Json:
+    """A running pod as the API server sends it: 1 CPU and 1 GiB requested, bound to ``node``."""
+    resources = {"cpu": "1", "memory": "1Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": "churn",
+            "name": name,
+            "uid": f"00000000-0000-4000-8000-{version:012d}",
+            "resourceVersion": str(version + 1),
+            "labels": {"app": "churn"},
+        },
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": resources}}],
+        },
+        "status": {"phase": "Running", "qosClass": "Burstable"},
+    }
 
 
 def label_nodes(index: ClusterIndex, kinds: Sequence[str], *, constrained: bool) -> None:
@@ -161,9 +185,16 @@ def label_nodes(index: ClusterIndex, kinds: Sequence[str], *, constrained: bool)
             index.facts.put_pod(trainer)
 
 
-def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0, *, constrained: bool = False) -> None:
+def serve(
+    count: int,
+    churn_rate: float = 0.0,
+    churn_tick_s: float = 0.0,
+    batch_s: float | None = DEFAULT_INTERVAL_S,
+    *,
+    constrained: bool = False,
+) -> None:
     """The child: build the index, start the service, print the port, serve until stdin closes; then, under
-    churn, print the changes made per second."""
+    churn, print the changes made per second. ``batch_s``: the feed's batch window (None: unbatched)."""
     if count == 0:
         serve_empty()
         return
@@ -175,28 +206,36 @@ def serve(count: int, churn_rate: float = 0.0, churn_tick_s: float = 0.0, *, con
         index.upsert_topology(name, kinds[n % len(kinds)])
     label_nodes(index, [_kind(topology) for topology in kinds], constrained=constrained)
     del kinds
-    gc.collect()
-
-    churn = Churn(index)
+    engine = PlacementEngine.over(index)
+    # The cluster feed without its watches: this process plays the pod watch (``Churn``).
+    feed = ClusterFeed(None, index, engine.reservations, batch_interval_s=batch_s)  # type: ignore[arg-type]
+    churn = Churn(index, feed.handlers[PODS_PATH])
     if churn_rate:
         # A service that has run a while: its workload model past the warm-up in which it rebuilds its
         # tables after every sixteenth more pods (then every 64), each rebuild rescoring every node.
         for _ in range(CHURN_WARM_UP):
             churn.step()
+        if feed.batches is not None:
+            feed.batches.flush()
+    settle_heap()  # as the service does once its cache has synced
 
     async def run() -> None:
-        server = PlacementServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", workers=2))
+        server = PlacementServer(engine, ServerOptions(listen="127.0.0.1:0", workers=2))
         port = await server.start()
         print(f"{READY} {port}", flush=True)
         stop, made, started = threading.Event(), churn.made, time.monotonic()
-        churner = threading.Thread(target=churn.run, args=(churn_rate, stop), kwargs={"tick_s": churn_tick_s})
+        threads = [threading.Thread(target=churn.run, args=(churn_rate, stop), kwargs={"tick_s": churn_tick_s})]
+        if feed.batches is not None:
+            threads.append(threading.Thread(target=feed.batches.run, args=(stop,)))
         if churn_rate:
-            churner.start()
+            for thread in threads:
+                thread.start()
         # The parent closes our stdin to stop us; read it off the event loop.
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         stop.set()
         if churn_rate:
-            churner.join()
+            for thread in threads:
+                thread.join()
             print(f"{_CHANGES} {(churn.made - made) / (time.monotonic() - started):.0f}", flush=True)
         await server.stop(1.0)
 
@@ -211,8 +250,17 @@ def _kind(topology: NodeTopology) -> str:
 class Service(ServiceChild):
     """The service child process and a channel to it."""
 
-    def __init__(self, count: int, churn: float = 0.0, churn_tick_ms: float = 0.0, *, constrained: bool = False):
+    def __init__(
+        self,
+        count: int,
+        churn: float = 0.0,
+        churn_tick_ms: float = 0.0,
+        batch_ms: float = DEFAULT_INTERVAL_S * 1000,
+        *,
+        constrained: bool = False,
+    ):
         role = ["--serve", str(count), "--churn", str(churn), "--churn-tick-ms", str(churn_tick_ms)]
+        role += ["--watch-batch-ms", str(batch_ms)]
         super().__init__("benchmarks.placement_service", role + (["--constrained"] if constrained else []))
 
     def rss_mb(self) -> float:
@@ -321,11 +369,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="apply the changes due every so many ms together (0: each as it falls due, one thread wake-up each)",
     )
+    parser.add_argument(
+        "--watch-batch-ms",
+        type=float,
+        default=DEFAULT_INTERVAL_S * 1000,
+        help="the cluster feed's batch window under churn, as the service's flag (0: each event applied on its own)",
+    )
     parser.add_argument("--serve", type=int, metavar="NODES", help=argparse.SUPPRESS)  # the child's role
     parser.add_argument("--constrained", action="store_true", help=argparse.SUPPRESS)  # the child's role
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, args.churn, args.churn_tick_ms / 1000, constrained=args.constrained)
+        batch_s = args.watch_batch_ms / 1000 or None
+        serve(args.serve, args.churn, args.churn_tick_ms / 1000, batch_s, constrained=args.constrained)
         return 0
 
     print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
@@ -394,13 +449,16 @@ def _constrained(args: argparse.Namespace) -> float:
 def _under_churn(args: argparse.Namespace) -> tuple[float, float]:
     """The latency and throughput runs again while the service's nodes change; prints them, returns
     (p99 ms, decisions per second)."""
-    service = Service(args.nodes, args.churn, args.churn_tick_ms)
+    service = Service(args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms)
     try:
         p50, p99, _ = latency(service, args.nodes, args.decisions)
         rate = throughput(service, args.nodes, args.clients, args.seconds)
     finally:
         changes = service.close()
-    delivery = f"in batches every {args.churn_tick_ms:g} ms" if args.churn_tick_ms else "each on its own"
+    delivery = f"delivered every {args.churn_tick_ms:g} ms" if args.churn_tick_ms else "each as it falls due"
+    delivery += (
+        f", applied in batches over {args.watch_batch_ms:g} ms" if args.watch_batch_ms else ", applied one by one"
+    )
     print(f"under churn: a pod bound or deleted on a random node {changes:.0f} times a second ({delivery}):")
     print(f"  p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= {TARGET_P99_MS} ms)")
     print(

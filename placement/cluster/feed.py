@@ -5,7 +5,8 @@ and StorageClasses, and what preemption reads: PodDisruptionBudgets (into ``inde
 serves them (``dra_feed``, into ``index.dra``).
 
 Each resource has one ``kubenexus.kube.reflector.Reflector`` thread (list, then watch with resume, relist
-on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates.
+on 410 Gone, backoff on failure) feeding a handler here that turns objects into index updates. Their watch
+events are queued and applied in batches by one thread, under the index lock (``batches``).
 
 Every Node object gives the facts its labels, taints, cordon and readiness, whether or not the node has a
 topology report (the facts keep them by name until the index gives the node a slot); every pod bound to
@@ -45,11 +46,12 @@ from kubenexus.kube.paths import (
     PRIORITY_CLASSES_PATH,
     STORAGE_CLASSES_PATH,
 )
-from kubenexus.kube.reflector import Reflector
+from kubenexus.kube.reflector import Handler, Reflector
 from kubenexus.topology.json_codec import TopologyDecodeError
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import decode_nrt
+from placement.cluster.batches import DEFAULT_INTERVAL_S, EventBatches
 from placement.cluster.dra_feed import DraFeed
 from placement.cluster.keyed import KeyedObjects
 from placement.cluster.objects import (
@@ -104,14 +106,18 @@ class ClusterFeed:
         on_node: NodeObserver | None = None,
         on_node_removed: Callable[[str], None] | None = None,
         on_nominated: NominationObserver | None = None,
+        batch_interval_s: float | None = DEFAULT_INTERVAL_S,
     ) -> None:
         self._api = api
         self._stop = threading.Event()
+        # Watch events queued and applied in batches (``batches``); None: each applied as it arrives.
+        self.batches = None if batch_interval_s is None else EventBatches(index.lock, interval_s=batch_interval_s)
         self._topology = _TopologyHandler(index, on_node, on_node_removed)
         self._pods = _PodHandler(index, reservations, on_pod, on_nominated)
         self._facts = _FactsHandler(index.facts)
-        self._reflectors = tuple(
-            Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
+        # What each resource's reflector feeds, by API path (behind the batches when batched).
+        self.handlers: dict[str, Handler] = {
+            path: handler if self.batches is None else self.batches.handler(handler)
             for path, handler in (
                 (NODES_PATH, self._topology.nodes),
                 (NRTS_PATH, self._topology.nrts),
@@ -123,6 +129,10 @@ class ClusterFeed:
                 (STORAGE_CLASSES_PATH, self._facts.storage_classes),
                 (POD_DISRUPTION_BUDGETS_PATH, self._facts.budgets),
             )
+        }
+        self._reflectors = tuple(
+            Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
+            for path, handler in self.handlers.items()
         )
         self._dra = DraFeed(
             api,
@@ -147,6 +157,10 @@ class ClusterFeed:
         discovery = threading.Thread(target=self._dra.run, name="feed resource.k8s.io", daemon=True)
         discovery.start()
         self._threads.append(discovery)
+        if self.batches is not None:
+            applier = threading.Thread(target=self.batches.run, args=(self._stop,), name="feed batches", daemon=True)
+            applier.start()
+            self._threads.append(applier)
         for reflector in self._reflectors:
             thread = threading.Thread(target=reflector.run, name=f"feed {reflector.path}", daemon=True)
             thread.start()
@@ -185,7 +199,9 @@ class _TopologyHandler:
         self._index = index
         self._on_node = on_node
         self._on_node_removed = on_node_removed
-        self._lock = threading.Lock()
+        # The index's own lock: the event batches apply under it, so a lock of our own would have to be taken
+        # in one order by them and in the other by the DRA feed's thread (``infer``).
+        self._lock = index.lock
         self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         self._nrts: dict[str, Json] = {}
         # Nodes without a report: their allocatable CPUs and memory, and those scheduled on it for their
