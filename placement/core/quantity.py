@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 
 _QUANTITY = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(.*)", re.DOTALL)
 _DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -54,9 +55,24 @@ def exact_quantity(text: str) -> Fraction:
 
 def quantity_value(text: str | int | float) -> Decimal | None:
     """The quantity's value in base units as a ``Decimal`` (exact: a whole number of nano units); None when
-    ``text`` is not a quantity. Surrounding blanks are ignored, as the API server's JSON decoding does."""
+    ``text`` is not a quantity. Surrounding blanks are ignored, as the API server's JSON decoding does.
+
+    Short texts are kept, the last 4,096 of them: every pod event is read through here ("1", "16Gi" again
+    and again); a long one (no real quantity is) is read afresh, so that keeping stays small."""
+    if isinstance(text, str) and len(text) > _KEPT_LENGTH:
+        return _value(text)
+    return _kept_value(text)
+
+
+_KEPT_LENGTH = 64
+
+
+def _value(text: str | int | float) -> Decimal | None:
     try:
         value = exact_quantity(str(text).strip())
     except QuantityError:
         return None
     return Decimal(int(value / _NANO)).scaleb(-9).normalize()
+
+
+_kept_value = lru_cache(maxsize=4096, typed=True)(_value)  # typed: True is not a quantity, 1 is
