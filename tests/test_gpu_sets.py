@@ -1,9 +1,12 @@
 """GPU set choice within a node, against a brute-force reference of the documented rules.
 
-The reference below enumerates every subset and applies the rules of ``placement.core.gpu_sets``
-as its module docstring states them, so every assertion checks the search against the rules, not
-against itself. Machines: the real ``nvidia-smi topo -m`` captures in ../shared/data/gpu (skipped
-when absent) and small topologies written here from the same published facts.
+The reference below enumerates every subset (and every ring order of each) and applies the rules of
+``placement.core.gpu_sets`` as its module docstring states them, so every assertion checks the subset
+tables and the group search against the rules, not against themselves: ``choose_gpu_set`` against the
+rules with the ring, ``choose_gpu_set_by_groups`` against them without it. Machines: the real
+``nvidia-smi topo -m`` captures in ../shared/data/gpu (skipped when absent) and small topologies written
+here from the same published facts. ``tests/test_gpu_subsets.py`` holds the tables to the group search
+on irregular 16-GPU machines, where enumeration is out of reach.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from hypothesis import strategies as st
 
 from kubenexus.topology.model import DeviceLink, Gpu, Machine, NodeTopology, PathKind
 from kubenexus.topology.topo_matrix import parse_topo_matrix
-from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table, choose_gpu_set, score_gpu_set
+from placement.core.gpu_sets import (
+    GpuLinkTable,
+    build_gpu_link_table,
+    choose_gpu_set,
+    choose_gpu_set_by_groups,
+    score_gpu_set,
+)
 from tests.conftest import GPU_DIR, require_shared
 
 Link = tuple[PathKind, int]
@@ -89,7 +98,22 @@ def l40s_4x() -> NodeTopology:
     return uniform(4, NODE, [0, 0, 0, 0])
 
 
+def dgx1_v100() -> NodeTopology:
+    """DGX-1's hybrid cube-mesh: every GPU bonds its 6 NVLinks as NV1/NV2 to four peers, SYS elsewhere;
+    GPUs 0-3 on socket 0, 4-7 on socket 1 (the `nvidia-smi topo -m` published in microsoft/msccl-tools
+    tests/test_topologies.py)."""
+    nv1 = {(0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7)}
+    nv2 = {(0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7)}
+    links = {
+        (a, b): (PathKind.NVLINK, 1) if (a, b) in nv1 else (PathKind.NVLINK, 2) if (a, b) in nv2 else SYS
+        for a in range(8)
+        for b in range(a + 1, 8)
+    }
+    return make_topology([0, 0, 0, 0, 1, 1, 1, 1], links)
+
+
 AUTHORED = {
+    "dgx1_v100": dgx1_v100,
     "hgx_h100": hgx_h100,
     "dgx_a100_nps4": dgx_a100_nps4,
     "bridge_pairs": bridge_pairs,
@@ -106,26 +130,44 @@ def capture(name: str) -> NodeTopology:
 
 PCIE_RANK = {PathKind.SYS: 1, PathKind.NODE: 2, PathKind.PHB: 3, PathKind.PXB: 4, PathKind.PIX: 5}
 NO_PAIR = 10**9
-Key = tuple[int, int, int, int]
+Key = tuple[int, int, int, int, int]
 
 
 class Reference:
-    def __init__(self, topology: NodeTopology) -> None:
+    """The rules by enumeration; ``by_ring=False``: without criterion 2 (the group search's rules)."""
+
+    def __init__(self, topology: NodeTopology, *, by_ring: bool = True) -> None:
+        self.by_ring = by_ring
         self.numa = {gpu.index: gpu.numa_node for gpu in topology.gpus}
         self.rank: dict[frozenset[int], int] = {}
         for link in topology.links:
             rank = 5 + link.nvlinks if link.path is PathKind.NVLINK else PCIE_RANK[link.path]
             self.rank[frozenset((int(link.a[3:]), int(link.b[3:])))] = rank
+        self.rings: dict[tuple[int, ...], int] = {}
 
     def pair(self, a: int, b: int) -> int:
         return self.rank.get(frozenset((a, b)), 0)
+
+    def ring(self, gpus: Sequence[int]) -> int:
+        """The weakest hop of the best cyclic order of ``gpus`` (the pair for two)."""
+        ordered = tuple(sorted(gpus))
+        if len(ordered) < 2:
+            return NO_PAIR
+        if ordered not in self.rings:
+            first, rest = ordered[0], ordered[1:]
+            self.rings[ordered] = max(
+                min(self.pair(a, b) for a, b in itertools.pairwise((first, *order, first)))
+                for order in itertools.permutations(rest)
+            )
+        return self.rings[ordered]
 
     def key(self, gpus: Sequence[int], preference: frozenset[int] | None = None) -> Key:
         pairs = [self.pair(a, b) for a, b in itertools.combinations(gpus, 2)]
         known = {self.numa[g] for g in gpus if self.numa[g] is not None}
         span = len(known) + sum(1 for g in gpus if self.numa[g] is None)
         outside = 0 if preference is None else sum(1 for g in gpus if self.numa[g] not in preference)
-        return (-outside, min(pairs, default=NO_PAIR), sum(pairs), -span)
+        ring = self.ring(gpus) if self.by_ring else 0
+        return (-outside, ring, min(pairs, default=NO_PAIR), sum(pairs), -span)
 
     def best_key(self, free: Sequence[int], k: int, preference: frozenset[int] | None = None) -> Key:
         return max(self.key(s, preference) for s in itertools.combinations(sorted(free), k))
@@ -150,14 +192,19 @@ class Reference:
 def check_against_reference(
     topology: NodeTopology, table: GpuLinkTable, free: frozenset[int], k: int, preference: frozenset[int] | None = None
 ) -> None:
-    choice = choose_gpu_set(table, free, k, numa_preference=preference)
-    if k > len(free):
-        assert choice is None
-        return
-    assert choice is not None
-    reference = Reference(topology)
-    assert reference.key(choice.gpus, preference) == reference.best_key(sorted(free), k, preference)
-    assert choice.gpus == reference.choose(free, k, preference)
+    """``choose_gpu_set`` by the rules with the ring, ``choose_gpu_set_by_groups`` by those without."""
+    for by_ring in (True, False):
+        choose = choose_gpu_set if by_ring else choose_gpu_set_by_groups
+        choice = choose(table, free, k, numa_preference=preference)
+        if k > len(free):
+            assert choice is None
+            continue
+        assert choice is not None
+        reference = Reference(topology, by_ring=by_ring)
+        assert reference.key(choice.gpus, preference) == reference.best_key(sorted(free), k, preference)
+        assert choice.gpus == reference.choose(free, k, preference)
+        if by_ring:
+            assert choice.ring_rank == (None if k < 2 else reference.ring(choice.gpus))
 
 
 def free_sets(gpus: Sequence[int], samples: int, seed: int) -> list[frozenset[int]]:
@@ -289,6 +336,35 @@ def test_pcie_tree_pairs_share_a_leaf_switch_and_keep_the_other_socket_whole() -
     assert choice.score.weakest_link == "PIX"
     assert choice.fragmentation is not None
     assert dict(choice.fragmentation.best_left)[4].weakest_link == "PXB"
+
+
+# --- partial NVLink meshes: the ring, not the weakest pair, decides ---------------------------------------
+
+
+def test_dgx1_four_gpus_take_an_nvlink_ring_over_a_set_with_a_sys_hop_in_every_ring() -> None:
+    table = build_gpu_link_table(dgx1_v100())
+    free = frozenset({0, 1, 2, 4, 5})
+    choice = choose_gpu_set(table, free, 4)
+    assert choice is not None
+    # 0-1-5-4-0 runs over NV1, NV2, NV1, NV2; no four of these GPUs avoid a SYS pair, so the weakest pair
+    # alone ranks every set SYS and the rank sum picked 0, 1, 2, 4, whose every ring crosses SYS.
+    assert (choice.gpus, choice.ring_link, choice.score.weakest_link) == ((0, 1, 4, 5), "NV1", "SYS")
+    previous = choose_gpu_set_by_groups(table, free, 4)
+    assert previous is not None
+    assert previous.gpus == (0, 1, 2, 4)
+    assert Reference(dgx1_v100()).ring(previous.gpus) == PCIE_RANK[PathKind.SYS]
+
+
+def test_dgx1_whole_sockets_stay_first_and_the_ring_equals_the_weakest_pair_there() -> None:
+    table = build_gpu_link_table(dgx1_v100())
+    choice = choose_gpu_set(table, frozenset(table.gpus), 4)
+    assert choice is not None
+    assert (choice.gpus, choice.ring_link, choice.score.weakest_link, choice.numa_nodes) == (
+        (0, 1, 2, 3),
+        "NV1",
+        "NV1",
+        (0,),
+    )
 
 
 # --- edges: sizes, ids, determinism --------------------------------------------------------------

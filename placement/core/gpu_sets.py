@@ -17,36 +17,52 @@ than "which is better" is claimed.
 The score of a set S, compared lexicographically, best first:
 
 1. fewest GPUs outside ``numa_preference`` (only when one is given; a GPU with unknown NUMA is outside);
-2. highest weakest pair rank: a collective over the set (ring or tree all-reduce) runs at the pace of
-   its slowest hop, so the bottleneck decides first;
-3. highest sum of pair ranks: among sets with the same bottleneck, the one with more fast pairs;
-4. fewest NUMA nodes spanned, a GPU whose NUMA node is unknown counting as a node of its own (locality
-   the host did not show is never promised); on NVSwitch nodes, where 2 and 3 tie, this decides.
+2. highest ring bottleneck: the weakest hop of the best ring through S (the order of S's GPUs around a
+   cycle whose weakest pair ranks highest; for two GPUs their pair). Ring all-reduce, NCCL's within a
+   node, runs at the pace of its slowest hop, and it uses only the hops of its ring: on a partial NVLink
+   mesh such as DGX-1's hybrid cube-mesh, four GPUs without an NVLink between every pair can still form
+   an NVLink ring. The rank order counts NVLinks as bandwidth (NV<n> = n links) with every PCIe class
+   below one NVLink, and a bottleneck only compares, so no finer scale is needed;
+3. highest weakest pair rank: among sets with the same ring, the one whose slowest pair (what a tree or
+   all-to-all also crosses) is faster. For three GPUs or fewer, and on NVSwitch, PCIe-tree and
+   bridge-pair nodes, 2 and 3 agree (docs/benchmarks.md, "GPU set choice");
+4. highest sum of pair ranks: among sets with the same bottlenecks, the one with more fast pairs;
+5. fewest NUMA nodes spanned, a GPU whose NUMA node is unknown counting as a node of its own (locality
+   the host did not show is never promised); on NVSwitch nodes, where 2-4 tie, this decides.
 
-Among sets equal on 1-4, fragmentation decides: with R the GPUs left free after taking S,
+Among sets equal on 1-5, fragmentation decides: with R the GPUs left free after taking S,
 
-5. for each likely future size f (the powers of two from the largest that fits in R down to 2, largest
-   first, since large requests are the hardest to place well), the best score (2-4) that an f-set of R
+6. for each likely future size f (the powers of two from the largest that fits in R down to 2, largest
+   first, since large requests are the hardest to place well), the best score (2-5) that an f-set of R
    could still get, higher first; then the sum of pair ranks within R, higher first (the choice that
    breaks the fewest good pairs, e.g. the GPU whose NVLink-bridge partner is already in use);
-6. the lowest GPU indices (the sorted index tuple, lexicographically): deterministic.
+7. the lowest GPU indices (the sorted index tuple, lexicographically): deterministic.
 
 Search: GPUs that are interchangeable (the same NUMA node and the same rank to every other GPU; such
-"twins" form groups whose internal pairs share one rank too) are grouped once per node, and a choice
-is a count per group. An NVSwitch node has one group per NUMA node, an NVLink-bridge node one group
-per bridged pair, so the search visits a handful of count vectors instead of C(n, k) subsets. The
-count vectors are searched depth first with branch and bound on criteria 1-4 (each partial choice
-bounds what any completion can reach), keeping every vector tied with the best; only the tied ones
-are scored for fragmentation, and a tied choice that misses one of the best f-sets of all free GPUs
-is known to leave that set's score without a search of its own.
+"twins" form groups whose internal pairs share one rank too) are grouped once per node. On nodes of up
+to 16 GPUs (``placement.core.gpu_subsets.MAX_GPUS``) every subset's score, and the best f-set within every
+subset for each future size f, are tabulated once per link table (on its first decision): a decision
+filters the k-subsets of the free GPUs, keeps the best, one per count of each group's GPUs, and settles
+fragmentation by lookups.
+
+Nodes of more than 16 GPUs (none among the machines we know of: DGX-2 and HGX-2 have 16) use the group
+search (``choose_gpu_set_by_groups``), which ranks by criteria 1 and 3-7 without the ring: the rule before
+the ring was adopted. A choice is a count per group (an NVSwitch node has one group per NUMA node, an
+NVLink-bridge node one group per bridged pair), searched depth first with branch and bound (each partial
+choice bounds what any completion can reach), keeping every vector tied with the best; only the tied ones
+are scored for fragmentation, and a tied choice that misses one of the best f-sets of all free GPUs is
+known to leave that set's score without a search of its own. On the weakest-pair rule both searches give
+the same choice (``tests/test_gpu_sets.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from kubenexus.topology.model import DeviceLink, NodeTopology, PathKind
+from placement.core import gpu_subsets
 from placement.core.gpuallocator import PairScores, pair_scores
 
 UNKNOWN_RANK = 0
@@ -94,6 +110,17 @@ class GpuLinkTable:
     # What NVIDIA's device plugin ranks GPU sets by (go-gpuallocator's pair scores), to predict its answer.
     plugin_scores: PairScores
 
+    @cached_property
+    def subsets(self) -> gpu_subsets.SubsetTables | None:
+        """Every subset scored, for ``choose_gpu_set``; None above ``gpu_subsets.MAX_GPUS`` GPUs.
+
+        Built on the first decision, not with the table: the cluster index holds a table for every
+        machine type, and only the GPU set choice reads these (4 MiB at 16 GPUs).
+        """
+        if not gpu_subsets.fits(len(self.gpus), max((max(row, default=0) for row in self.ranks), default=0)):
+            return None
+        return gpu_subsets.build_subset_tables(self.ranks, self.numa_nodes, self.groups)
+
 
 def build_gpu_link_table(topology: NodeTopology) -> GpuLinkTable:
     """Pair ranks, NUMA nodes and interchangeable groups of the node's GPUs; links to NICs are ignored."""
@@ -140,7 +167,7 @@ def _twin_groups(ranks: Sequence[Sequence[int]], numa_nodes: Sequence[int | None
 
 @dataclass(frozen=True)
 class SetScore:
-    """Criteria 2-4 of the module docstring for one GPU set."""
+    """Criteria 3-5 of the module docstring for one GPU set: what its pairs and NUMA nodes are."""
 
     weakest_rank: int | None  # None for a set of fewer than two GPUs
     rank_sum: int
@@ -153,9 +180,10 @@ class SetScore:
 
 @dataclass(frozen=True)
 class Fragmentation:
-    """Criterion 5 for the GPUs a choice leaves free."""
+    """Criterion 6 for the GPUs a choice leaves free."""
 
-    best_left: tuple[tuple[int, SetScore], ...]  # (future size, best set still free), largest size first
+    # (future size, criteria 3-5 of the best set still free), largest size first
+    best_left: tuple[tuple[int, SetScore], ...]
     left_rank_sum: int  # the sum of pair ranks among the GPUs left free
 
 
@@ -164,15 +192,22 @@ class GpuChoice:
     """The chosen GPUs and why: every criterion of the module docstring, as it came out."""
 
     gpus: tuple[int, ...]  # GPU indices, ascending
-    score: SetScore  # criteria 2-4
+    # Criterion 2: the weakest hop of the best ring; None below two GPUs and from the group search (above
+    # 16 GPUs), which does not rank by it.
+    ring_rank: int | None
+    score: SetScore  # criteria 3-5
     numa_nodes: tuple[int, ...]  # the known NUMA nodes of the chosen GPUs, ascending
     outside_preference: int  # criterion 1; 0 when no preference was given
-    tied: int  # how many choices were equal on criteria 1-4
-    fragmentation: Fragmentation | None  # criterion 5 for the chosen set; None when criteria 1-4 decided alone
+    tied: int  # how many choices were equal on criteria 1-5
+    fragmentation: Fragmentation | None  # criterion 6 for the chosen set; None when criteria 1-5 decided alone
+
+    @property
+    def ring_link(self) -> str | None:
+        return None if self.ring_rank is None else rank_label(self.ring_rank)
 
 
 def score_gpu_set(table: GpuLinkTable, gpus: Iterable[int]) -> SetScore:
-    """Criteria 2-4 for any set of the node's GPUs (e.g. one another allocator chose)."""
+    """Criteria 3-5 for any set of the node's GPUs (e.g. one another allocator chose)."""
     positions = _positions(table, gpus)
     weakest = _NO_PAIR
     total = 0
@@ -194,9 +229,43 @@ def choose_gpu_set(
     ``numa_preference`` is soft: it ranks first, but a set outside it is still returned when nothing
     inside fits. Pass only the allowed GPUs in ``free`` to make a placement rule hard.
     """
-    if k < 0:
-        raise ValueError(f"a GPU request cannot be negative (asked for {k})")
-    _positions(table, free)  # rejects GPUs the node does not have
+    subsets = table.subsets
+    if subsets is None:
+        return choose_gpu_set_by_groups(table, free, k, numa_preference=numa_preference)
+    _check_request(table, free, k)
+    if k > len(free):
+        return None
+    place = {index: p for p, index in enumerate(table.gpus)}
+    outside = 0
+    if numa_preference is not None:
+        outside = sum(1 << p for p, node in enumerate(table.numa_nodes) if node not in numa_preference)
+    found = gpu_subsets.choose(subsets, sum(1 << place[index] for index in free), k, outside)
+    chosen = tuple(index for p, index in enumerate(table.gpus) if found.mask >> p & 1)
+    fragmentation = None
+    if found.best_left is not None and found.left_rank_sum is not None:
+        best_left = tuple((size, _from_subsets(score)) for size, score in found.best_left)
+        fragmentation = Fragmentation(best_left, found.left_rank_sum)
+    return GpuChoice(
+        gpus=chosen,
+        ring_rank=found.score.ring_rank,
+        score=_from_subsets(found.score),
+        numa_nodes=tuple(sorted({n for i in chosen if (n := table.numa_nodes[place[i]]) is not None})),
+        outside_preference=found.outside_preference,
+        tied=found.tied,
+        fragmentation=fragmentation,
+    )
+
+
+def choose_gpu_set_by_groups(
+    table: GpuLinkTable, free: frozenset[int], k: int, *, numa_preference: frozenset[int] | None = None
+) -> GpuChoice | None:
+    """The best k-set by criteria 1 and 3-7 (no ring), by the group search, on any number of GPUs.
+
+    ``choose_gpu_set`` answers from it above ``gpu_subsets.MAX_GPUS`` GPUs. It was ``choose_gpu_set``
+    before the subset tables and the ring: ``benchmarks.gpu_sets`` times it side by side with them and
+    evaluates the ring against its choices, and the tests hold the subset tables without the ring to it.
+    """
+    _check_request(table, free, k)
     if k > len(free):
         return None
     members = [tuple(p for p in group if table.gpus[p] in free) for group in table.groups]
@@ -214,7 +283,7 @@ def choose_gpu_set(
     finalists = tied
     if len(tied) > 1:
         finalists, fragmentation = search.least_fragmenting(tied)
-    # Interchangeable GPUs are equal on every criterion, so each group gives its lowest indices (rule 6).
+    # Interchangeable GPUs are equal on every criterion, so each group gives its lowest indices (rule 7).
     chosen = min(
         tuple(sorted(table.gpus[p] for g, count in zip(live, counts, strict=True) for p in members[g][:count]))
         for counts in finalists
@@ -222,6 +291,7 @@ def choose_gpu_set(
     outside, weakest, total, span = best
     return GpuChoice(
         gpus=chosen,
+        ring_rank=None,
         score=_set_score(weakest, total, span),
         numa_nodes=tuple(sorted({n for i in chosen if (n := table.numa_nodes[table.gpus.index(i)]) is not None})),
         outside_preference=-outside,
@@ -239,6 +309,16 @@ def choose_shared_gpu(left: Mapping[int, int], share: int) -> int | None:
     """
     fitting = [(amount, index) for index, amount in left.items() if amount >= share]
     return min(fitting)[1] if fitting else None
+
+
+def _check_request(table: GpuLinkTable, free: frozenset[int], k: int) -> None:
+    if k < 0:
+        raise ValueError(f"a GPU request cannot be negative (asked for {k})")
+    _positions(table, free)  # rejects GPUs the node does not have
+
+
+def _from_subsets(score: gpu_subsets.Score) -> SetScore:
+    return SetScore(score.weakest_rank, score.rank_sum, score.numa_span)
 
 
 def _set_score(weakest: int, total: int, negative_span: int) -> SetScore:
@@ -270,7 +350,7 @@ class _GroupSearch:
         return _Run(self, self.available, self.inside, keep_ties=True).solve(k)
 
     def least_fragmenting(self, tied: Sequence[_Counts]) -> tuple[list[_Counts], Fragmentation]:
-        """Criterion 5: the tied count vectors that leave the best GPUs free, and what they leave."""
+        """Criterion 6: the tied count vectors that leave the best GPUs free, and what they leave."""
         remaining = sum(self.available) - sum(tied[0])
         sizes = []
         size = 2
