@@ -30,7 +30,8 @@ class ServiceChild:
         if not line or line[0] != READY:
             self.process.kill()
             raise SystemExit(f"the service did not start (exit status {self.process.wait()})")
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}")
+        self.address = f"127.0.0.1:{line[1]}"
+        self.channel = grpc.insecure_channel(self.address)
         self.stub: Any = placement_pb2_grpc.PlacementStub(self.channel)
 
     def finish(self, timeout_s: float) -> str:

@@ -16,7 +16,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import generate_latest
 
 from placement.api.interceptor import SERVICE_NAME
+from placement.api.server import ServerOptions
 from placement.api.v1 import placement_pb2 as pb
+from placement.api.v1 import placement_pb2_grpc
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
 from placement.core.pods import PodSpec
 from placement.core.scoring import ScoringWeights
@@ -487,3 +489,25 @@ def test_the_pods_overhead_is_in_its_requests_and_its_fit(service: Service) -> N
     answer = service.stub.Filter(pb.FilterRequest(pod=all_free, node_names=["cpu-a"]))
     assert not answer.feasible_nodes
     assert [(group.reason, list(group.nodes)) for group in answer.rejected] == [("Insufficient cpu", ["cpu-a"])]
+
+
+def test_connections_end_after_their_maximum_age_and_calls_carry_on() -> None:
+    """The server ends a connection past ``max_connection_age_s`` (a GOAWAY), so a client that balances over a
+    headless Service reconnects and re-reads its DNS; calls made across the reconnection all succeed."""
+    options = ServerOptions(listen="127.0.0.1:0", health_interval_s=0.05, grace_s=1.0, max_connection_age_s=0.3)
+    running = RunningServer(PlacementEngine.over(_cluster()), options)
+    channel = grpc.insecure_channel(running.address)
+    states: list[grpc.ChannelConnectivity] = []
+    channel.subscribe(states.append, try_to_connect=False)
+    try:
+        stub: Any = placement_pb2_grpc.PlacementStub(channel)
+        request = pb.FilterRequest(pod=_pod("p", cpu="1"), node_names=["cpu-a"])
+        for _ in range(20):
+            assert list(stub.Filter(request, timeout=5).feasible_nodes) == ["cpu-a"]
+            time.sleep(0.05)
+        ready = grpc.ChannelConnectivity.READY
+        assert states.count(ready) >= 2, states  # connected, ended by the server, connected again
+    finally:
+        channel.unsubscribe(states.append)
+        channel.close()
+        running.close()

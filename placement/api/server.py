@@ -38,6 +38,7 @@ log = logging.getLogger("kubenexus.placement.server")
 
 _T = TypeVar("_T")
 MIB = 1024 * 1024
+CONNECTION_AGE_GRACE_S = 30.0  # longer than any call takes (a gang plan: well under a second)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class ServerOptions:
     workers: int = 4
     grace_s: float = 5.0
     health_interval_s: float = 1.0
+    # Connections end after this age (a GOAWAY; calls in flight get ``CONNECTION_AGE_GRACE_S``), so a client
+    # balancing over a headless Service re-reads its DNS and finds replicas added since (gRPC proposal A9).
+    max_connection_age_s: float = 120.0
 
     def __post_init__(self) -> None:
         if not self.mutual_tls and not self.insecure and not is_loopback(self.listen):
@@ -131,6 +135,8 @@ class PlacementServer:
             options=[
                 ("grpc.max_receive_message_length", options.max_receive_bytes),
                 ("grpc.max_send_message_length", options.max_send_bytes),
+                ("grpc.max_connection_age_ms", int(options.max_connection_age_s * 1000)),
+                ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
             ],
         )
         _add_placement(PlacementServicer(engine, self.metrics, self._in_pool, options.access), self._server)

@@ -1,9 +1,18 @@
 """The shim's gRPC client of the placement service: deadlines, pods as JSON, one error type.
 
 Pods travel as ``pod_json`` (the Kubernetes object as the shim has it), so the service validates them
-with the same code whatever the client. Every failure leaves as ``ServiceError`` carrying the gRPC status
-code name and the service's message: the extender turns it into its ``Error`` field, the binder into an
-Event or a retry, neither into a traceback.
+with the same code whatever the client.
+
+Calls go one of two ways (docs/scheduler.md, "High availability"). Decisions (Reserve, Unreserve,
+PlaceGang, Preempt) go to the decision address: the leader, which alone holds reservations; so does
+CheckEviction, read-only but followed by evictions, which a lagging replica's answer could make needless.
+Filter and Score go to the read address when one is given: a gRPC target that resolves to every replica
+(a headless Service), spread over them by gRPC's ``round_robin`` policy, which skips a replica whose
+health check is not SERVING (its cache is not synced) and retries a read that a replica answers
+UNAVAILABLE or FAILED_PRECONDITION (going away, or its cache just broke) on another.
+
+Every failure leaves as ``ServiceError`` carrying the gRPC status code name and the service's message: the
+extender turns it into its ``Error`` field, the binder into an Event or a retry, neither into a traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +30,21 @@ from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.podgroup import DomainConstraint
 
 DEFAULT_DEADLINE_S = 5.0
+_SERVICE = pb.DESCRIPTOR.services_by_name["Placement"].full_name
+# The calls spread over the replicas: a stale answer costs a scheduling cycle at most (Reserve judges
+# afresh at the leader). Every other call goes to the leader.
+READ_METHODS = ("Filter", "Score")
+# A read tried on up to three replicas: the deployed two, and one more try should DNS still list one that
+# left. Either code means "this replica, not the request": another replica may answer it.
+READ_RETRY_POLICY = {
+    "maxAttempts": 3,
+    "initialBackoff": "0.02s",
+    "maxBackoff": "0.2s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE", "FAILED_PRECONDITION"],
+}
+# The target schemes of gRPC's resolvers that a read address may name; a bare HOST:PORT is dns too.
+_TARGET_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")
 
 
 class ServiceError(Exception):
@@ -52,43 +76,94 @@ class TlsFiles:
         return grpc.ssl_channel_credentials(read(self.ca), read(self.key), read(self.cert))
 
 
-class PlacementClient:
-    """Synchronous calls with a deadline each; thread-safe (a gRPC channel is)."""
+def read_service_config() -> str:
+    """The read channel's gRPC service config: ``round_robin`` over every address its target resolves to,
+    client-side health checks (a replica whose cache is not synced says NOT_SERVING and gets no reads), and
+    ``READ_RETRY_POLICY`` on the read methods."""
+    return json.dumps(
+        {
+            "loadBalancingConfig": [{"round_robin": {}}],
+            "healthCheckConfig": {"serviceName": _SERVICE},
+            "methodConfig": [
+                {
+                    "name": [{"service": _SERVICE, "method": method} for method in READ_METHODS],
+                    "retryPolicy": READ_RETRY_POLICY,
+                }
+            ],
+        }
+    )
 
-    def __init__(self, channel: grpc.Channel, *, deadline_s: float = DEFAULT_DEADLINE_S) -> None:
-        self._channel = channel
-        self._stub = pb_grpc.PlacementStub(channel)
+
+def check_read_target(target: str) -> str:
+    """``target`` when gRPC can resolve it to replicas (``dns:///NAME:PORT``, ``ipv4:A:P,B:P``, ``HOST:PORT``);
+    ``ValueError`` naming it otherwise."""
+    if target.startswith(_TARGET_SCHEMES) or ("/" not in target and _host_port(target)):
+        return target
+    raise ValueError(
+        f"read address {target!r} is not a gRPC target: give HOST:PORT, dns:///NAME:PORT (every address NAME "
+        "resolves to, as a headless Service gives them) or ipv4:ADDRESS:PORT,ADDRESS:PORT"
+    )
+
+
+def _host_port(target: str) -> bool:
+    host, separator, port = target.rpartition(":")
+    return bool(host) and bool(separator) and port.isdigit() and int(port) <= 65535
+
+
+class PlacementClient:
+    """Synchronous calls with a deadline each; thread-safe (a gRPC channel is).
+
+    ``channel`` carries the decisions (and CheckEviction); ``reads`` (default: ``channel``) the
+    ``READ_METHODS``."""
+
+    def __init__(
+        self, channel: grpc.Channel, *, reads: grpc.Channel | None = None, deadline_s: float = DEFAULT_DEADLINE_S
+    ) -> None:
+        self._channels = (channel,) if reads is None else (channel, reads)
+        self._decisions = pb_grpc.PlacementStub(channel)
+        self._reads = self._decisions if reads is None else pb_grpc.PlacementStub(reads)
         self._deadline_s = deadline_s
 
     @classmethod
     def connect(
-        cls, address: str, *, tls: TlsFiles | None = None, deadline_s: float = DEFAULT_DEADLINE_S
+        cls,
+        address: str,
+        *,
+        read_address: str = "",
+        tls: TlsFiles | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> PlacementClient:
-        channel = grpc.secure_channel(address, tls.credentials()) if tls is not None else grpc.insecure_channel(address)
-        return cls(channel, deadline_s=deadline_s)
+        """Decisions to ``address``; reads spread over the replicas ``read_address`` resolves to (when given,
+        see ``read_service_config``), both with the same ``tls`` credentials."""
+        reads = None
+        if read_address:
+            options = [("grpc.service_config", read_service_config()), ("grpc.enable_retries", 1)]
+            reads = _channel(check_read_target(read_address), tls, options)
+        return cls(_channel(address, tls, []), reads=reads, deadline_s=deadline_s)
 
     def close(self) -> None:
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def filter(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.FilterResponse:
         answer: pb.FilterResponse = self._call(
-            self._stub.Filter, pb.FilterRequest(pod_json=_json(pod), node_names=nodes)
+            self._reads.Filter, pb.FilterRequest(pod_json=_json(pod), node_names=nodes)
         )
         return answer
 
     def score(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.ScoreResponse:
-        answer: pb.ScoreResponse = self._call(self._stub.Score, pb.ScoreRequest(pod_json=_json(pod), node_names=nodes))
+        answer: pb.ScoreResponse = self._call(self._reads.Score, pb.ScoreRequest(pod_json=_json(pod), node_names=nodes))
         return answer
 
     def reserve(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.ReserveResponse:
         answer: pb.ReserveResponse = self._call(
-            self._stub.Reserve, pb.ReserveRequest(pod_json=_json(pod), node_names=nodes)
+            self._decisions.Reserve, pb.ReserveRequest(pod_json=_json(pod), node_names=nodes)
         )
         return answer
 
     def unreserve(self, namespace: str, name: str) -> bool:
         request = pb.UnreserveRequest(pod=pb.PodRef(namespace=namespace, name=name))
-        answer: pb.UnreserveResponse = self._call(self._stub.Unreserve, request)
+        answer: pb.UnreserveResponse = self._call(self._decisions.Unreserve, request)
         return answer.released
 
     def place_gang(
@@ -107,13 +182,13 @@ class PlacementClient:
         group = _group(namespace, name, min_member, members, source=source, topology=topology)
         if timeout_s is not None:
             group.schedule_timeout_seconds = max(1, round(timeout_s))
-        answer: pb.PlaceGangResponse = self._call(self._stub.PlaceGang, pb.PlaceGangRequest(group=group))
+        answer: pb.PlaceGangResponse = self._call(self._decisions.PlaceGang, pb.PlaceGangRequest(group=group))
         return answer
 
     def preempt(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.PreemptResponse:
         """Victims whose eviction would let the lone ``pod`` in (chosen and held by the service, evicted by no one)."""
         answer: pb.PreemptResponse = self._call(
-            self._stub.Preempt, pb.PreemptRequest(pod_json=_json(pod), node_names=nodes)
+            self._decisions.Preempt, pb.PreemptRequest(pod_json=_json(pod), node_names=nodes)
         )
         return answer
 
@@ -130,15 +205,16 @@ class PlacementClient:
         """Victims whose eviction would let the group's waiting ``members`` in, all of them at once, within
         the group's ``topology`` constraints (from its object, when it has one)."""
         group = _group(namespace, name, min_member, members, source=source, topology=topology)
-        answer: pb.PreemptResponse = self._call(self._stub.Preempt, pb.PreemptRequest(group=group))
+        answer: pb.PreemptResponse = self._call(self._decisions.Preempt, pb.PreemptRequest(group=group))
         return answer
 
     def check_eviction(
         self, pod: Mapping[str, Any], candidates: Sequence[pb.EvictionCandidate]
     ) -> pb.CheckEvictionResponse:
-        """Whether ``pod`` fits each candidate node once that candidate's victims are gone; read-only."""
+        """Whether ``pod`` fits each candidate node once that candidate's victims are gone; read-only, yet asked
+        of the leader (the module docstring says why)."""
         answer: pb.CheckEvictionResponse = self._call(
-            self._stub.CheckEviction, pb.CheckEvictionRequest(pod_json=_json(pod), candidates=candidates)
+            self._decisions.CheckEviction, pb.CheckEvictionRequest(pod_json=_json(pod), candidates=candidates)
         )
         return answer
 
@@ -149,6 +225,12 @@ class PlacementClient:
             code = error.code() if isinstance(error, grpc.Call) else None
             details = error.details() if isinstance(error, grpc.Call) else str(error)
             raise ServiceError(code.name if code is not None else "UNKNOWN", details or "") from None
+
+
+def _channel(target: str, tls: TlsFiles | None, options: list[tuple[str, Any]]) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(target, options=options)
+    return grpc.secure_channel(target, tls.credentials(), options=options)
 
 
 def _json(pod: Mapping[str, Any]) -> str:

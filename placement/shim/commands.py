@@ -45,7 +45,9 @@ def run_extender(args: argparse.Namespace) -> int:
             if not seconds > 0:
                 raise ValueError(f"{flag} {seconds:g}: must be a positive number of seconds")
         api = connect(args.kubeconfig, context=args.context, field_manager=FIELD_MANAGER)
-        service = PlacementClient.connect(args.service, tls=_client_tls(args), deadline_s=args.deadline)
+        service = PlacementClient.connect(
+            args.service, read_address=args.read_service, tls=_client_tls(args), deadline_s=args.deadline
+        )
     except (ApiUnavailable, ValueError, OSError, ssl.SSLError) as error:
         log.error("cannot start the extender", extra={"error": str(error)})
         return 2

@@ -44,6 +44,14 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--context", help="kubeconfig context")
     add_service_client_arguments(parser)
+    parser.add_argument(
+        "--read-service",
+        default="",
+        metavar="TARGET",
+        help="gRPC target of the Filter and Score calls, spread round robin over every "
+        "replica it resolves to, e.g. dns:///kubenexus-placement-replicas-headless.kubenexus-system.svc:50051; "
+        "decisions still go to --service (default: --service, for both)",
+    )
     parser.add_argument("--listen", default="127.0.0.1:8888", help="HOST:PORT of the extender (default: %(default)s)")
     parser.add_argument("--url-prefix", default="", help="path prefix of the verbs (urlPrefix's path)")
     parser.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate")
