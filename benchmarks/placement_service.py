@@ -55,6 +55,7 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.cluster.batches import DEFAULT_INTERVAL_S
 from placement.cluster.feed import ClusterFeed
+from placement.core import kernel
 from placement.core.constraints.model import NodeFacts, PlacedPod, Taint, TaintEffect
 from placement.service.engine import PlacementEngine
 from placement.service.heap import settle_heap
@@ -195,12 +196,16 @@ def serve(
     batch_s: float | None = DEFAULT_INTERVAL_S,
     *,
     constrained: bool = False,
+    compiled: bool = False,
 ) -> None:
     """The child: build the index, start the service, print the port, serve until stdin closes; then, under
-    churn, print the changes made per second. ``batch_s``: the feed's batch window (None: unbatched)."""
+    churn, print the changes made per second. ``batch_s``: the feed's batch window (None: unbatched);
+    ``compiled``: the compiled admission kernel on, as ``serve --compiled-kernel`` turns it on."""
     if count == 0:
         serve_empty()
         return
+    if compiled and (reason := kernel.enable()) is not None:
+        raise SystemExit(f"the compiled admission kernel could not be turned on: {reason}")
     from benchmarks.placement_core import machines  # noqa: PLC0415  (the fixtures load only in the child)
 
     kinds = machines()
@@ -261,9 +266,10 @@ class Service(ServiceChild):
         batch_ms: float = DEFAULT_INTERVAL_S * 1000,
         *,
         constrained: bool = False,
+        compiled: bool = False,
     ):
         role = ["--serve", str(count), "--churn", str(churn), "--churn-tick-ms", str(churn_tick_ms)]
-        role += ["--watch-batch-ms", str(batch_ms)]
+        role += ["--watch-batch-ms", str(batch_ms)] + (["--compiled-kernel"] if compiled else [])
         super().__init__("benchmarks.placement_service", role + (["--constrained"] if constrained else []))
 
     def rss_mb(self) -> float:
@@ -392,12 +398,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="also spread the decisions over N replicas for each N given, e.g. 1 2 4 (benchmarks.placement_replicas)",
     )
+    parser.add_argument(
+        "--compiled-kernel",
+        action="store_true",
+        help="the service with the compiled admission kernel on, as `serve --compiled-kernel` (needs numba)",
+    )
     parser.add_argument("--serve", type=int, metavar="NODES", help=argparse.SUPPRESS)  # the child's role
     parser.add_argument("--constrained", action="store_true", help=argparse.SUPPRESS)  # the child's role
     args = parser.parse_args(argv)
     if args.serve is not None:
         batch_s = args.watch_batch_ms / 1000 or None
-        serve(args.serve, args.churn, args.churn_tick_ms / 1000, batch_s, constrained=args.constrained)
+        serve(
+            args.serve,
+            args.churn,
+            args.churn_tick_ms / 1000,
+            batch_s,
+            constrained=args.constrained,
+            compiled=args.compiled_kernel,
+        )
         return 0
 
     print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
@@ -406,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         floor = throughput(empty, args.nodes, args.clients, args.seconds)
     finally:
         empty.close()
-    service = Service(args.nodes)
+    service = Service(args.nodes, compiled=args.compiled_kernel)
     try:
         p50, p99, feasible = latency(service, args.nodes, args.decisions)
         rate = throughput(service, args.nodes, args.clients, args.seconds)
@@ -436,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         spread = placement_replicas.run(args.nodes, args.replicas, args.seconds, args.clients, rounds=3)
         placement_replicas.print_figures(spread, nodes=args.nodes, clients=args.clients, seconds=args.seconds, rounds=3)
-    large = Service(10_000)
+    large = Service(10_000, compiled=args.compiled_kernel)
     try:
         large_p50, large_p99, _ = latency(large, 10_000, 100)
         rss_large = large.rss_mb()
@@ -454,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _constrained(args: argparse.Namespace) -> float:
     """The latency run for ``constrained_pod`` over the tainted nodes; prints it, returns its p99 in ms."""
-    service = Service(args.nodes, constrained=True)
+    service = Service(args.nodes, constrained=True, compiled=args.compiled_kernel)
     try:
         p50, p99, feasible = latency(service, args.nodes, args.decisions, constrained_pod())
     finally:
@@ -472,7 +490,9 @@ def _under_churn(args: argparse.Namespace) -> bool:
     fresh service); prints them; True when every run met both targets."""
     met = 0
     for run in range(1, args.churn_runs + 1):
-        service = Service(args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms)
+        service = Service(
+            args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms, compiled=args.compiled_kernel
+        )
         try:
             p50, p99, _ = latency(service, args.nodes, args.decisions)
             rate = throughput(service, args.nodes, args.clients, args.seconds)

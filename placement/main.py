@@ -32,6 +32,7 @@ from placement.api.access import DEFAULT_WRITER
 from placement.api.metrics import PlacementMetrics
 from placement.api.server import PlacementServer, ServerOptions, TlsFiles
 from placement.cluster.batches import DEFAULT_INTERVAL_S
+from placement.core import kernel
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevelError, TopologyLevels, parse_topology_levels
 from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
 from placement.core.workload_policies import (
@@ -155,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply watch events in batches gathered over this many ms, one lock hold each (default: %(default)g; "
         "0 applies each event as it arrives)",
     )
+    serve.add_argument(
+        "--compiled-kernel",
+        action="store_true",
+        help="judge changed nodes with the numba-compiled admission kernel (extra 'compiled'): faster under churn, "
+        "about 110 MB more memory (docs/benchmarks.md); without numba the numpy path answers, with a warning",
+    )
     serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     add_extender_arguments(commands.add_parser("extender", help="kube-scheduler HTTP extender (a client of serve)"))
@@ -221,6 +228,8 @@ async def _serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop_event.set)
 
     policies = workload_policies(args.workload_policies)
+    if args.compiled_kernel:
+        compiled_kernel()
     engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args)
     engine.index.policy_scores.policies = policies
     try:
@@ -268,6 +277,16 @@ async def _tick_forever(engine: PlacementEngine) -> None:
             await loop.run_in_executor(None, engine.tick)
         except Exception:  # a bug in one tick must not stop the next: logged with its traceback
             log.exception("gang tick failed")
+
+
+def compiled_kernel() -> bool:
+    """``--compiled-kernel``: the kernel on (True), or a warning saying why the numpy path answers instead."""
+    reason = kernel.enable()
+    if reason is not None:
+        log.warning("the compiled admission kernel is off; the numpy path answers", extra={"reason": reason})
+        return False
+    log.info("the compiled admission kernel is on")
+    return True
 
 
 def gpu_drivers(text: str) -> tuple[str, ...]:

@@ -51,12 +51,14 @@ cell then takes memory that no hint offers it, as the merged hint of the other p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from placement.core import kernel
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.topology_manager import (
     Container,
@@ -98,6 +100,24 @@ from placement.core.vocabulary import (
 _MILLI = 1000.0
 _SHORT = RejectionKind.INSUFFICIENT_RESOURCES
 _POLICY_OF_CODE = {code: TopologyPolicy(name) for name, code in POLICY_CODES.items()}
+# The vectorised rules' reasons, shared with the compiled kernel's answers (``_compiled_filter``).
+_NO_TOPOLOGY = "node has no published topology"
+_EXCLUSIVE_CPUS_SHORT = "not enough CPUs left for exclusive allocation"
+_TOO_MANY_NUMA = f"kubelet Topology Manager refuses machines with more than {MAX_NUMA} NUMA nodes"
+_SINGLE_NUMA_REFUSES = "kubelet single-numa-node: no single NUMA cell is preferred by every resource"
+_RESTRICTED_REFUSES = "kubelet restricted: no NUMA set is preferred by every resource"
+
+
+def _insufficient(name: str) -> str:
+    return f"Insufficient {name}"
+
+
+def _share_short(share: float) -> str:
+    return f"no single GPU has {share:g} thousandths left to share"
+
+
+def _memory_short(name: str) -> str:
+    return f"memory manager: not enough free {name} across NUMA cells"
 
 
 def _all_masks(cells: int) -> tuple[FloatArray, IntArray]:
@@ -206,19 +226,19 @@ def filter_nodes(
     arrays: NodeArrays, rows: IntArray, demand: PodDemand, intent: PodIntent | None = None
 ) -> FilterResult:
     """Which of ``rows`` would admit the pod (kubelet policy AND the pod's intent), with a reason for the rest."""
+    if intent is None or not intent.constrains:
+        compiled = _compiled_filter(arrays, rows, demand)
+        if compiled is not None:
+            return compiled
     count = len(rows)
     reasons = _Reasons(count)
     numa_count = arrays.numa_count[rows].astype(np.int64)
     policy = arrays.policy[rows]
     view = _View(arrays, rows, numa_count)
-    reasons.reject(numa_count == 0, "node has no published topology", RejectionKind.NO_TOPOLOGY)
+    reasons.reject(numa_count == 0, _NO_TOPOLOGY, RejectionKind.NO_TOPOLOGY)
     _node_level_fit(arrays, rows, demand, view, reasons)
     too_many = numa_count > MAX_NUMA
-    reasons.reject(
-        too_many & (policy != PolicyCode.NONE),
-        f"kubelet Topology Manager refuses machines with more than {MAX_NUMA} NUMA nodes",
-        RejectionKind.KUBELET_TOPOLOGY,
-    )
+    reasons.reject(too_many & (policy != PolicyCode.NONE), _TOO_MANY_NUMA, RejectionKind.KUBELET_TOPOLOGY)
     providers = _providers(arrays, rows, demand, view)
     # The memory provider, where the memory manager holds groups on some candidate (else None).
     memory = next((p for p in providers if p.groups is not None), None)
@@ -247,18 +267,10 @@ def filter_nodes(
     restricted = vector & (policy == PolicyCode.RESTRICTED)
     if single.any():
         admitted = _single_numa_admits(providers, view, single)
-        reasons.reject(
-            single & ~admitted,
-            "kubelet single-numa-node: no single NUMA cell is preferred by every resource",
-            RejectionKind.KUBELET_TOPOLOGY,
-        )
+        reasons.reject(single & ~admitted, _SINGLE_NUMA_REFUSES, RejectionKind.KUBELET_TOPOLOGY)
     if restricted.any():
         admitted = _restricted_admits(providers, view, restricted)
-        reasons.reject(
-            restricted & ~admitted,
-            "kubelet restricted: no NUMA set is preferred by every resource",
-            RejectionKind.KUBELET_TOPOLOGY,
-        )
+        reasons.reject(restricted & ~admitted, _RESTRICTED_REFUSES, RejectionKind.KUBELET_TOPOLOGY)
     exact_positions = np.flatnonzero(exact & (reasons.codes == 0))
     for position in exact_positions:
         result = admit(node_resources(arrays, int(rows[position])), pod_of(demand))
@@ -277,6 +289,121 @@ def filter_nodes(
     )
 
 
+def _compiled_filter(arrays: NodeArrays, rows: IntArray, demand: PodDemand) -> FilterResult | None:
+    """The compiled kernel's answer for a call of few rows without an intent (``placement.core.kernel``); None
+    where the kernel is off, or the call needs what it leaves to the numpy path below."""
+    compiled = kernel.for_rows(len(rows))
+    if compiled is None:
+        return None
+    packed = _packed_checks(arrays.resources, demand, share_tracked=arrays.gpu_share_free is not None)
+    if packed is None:
+        return None
+    answer = compiled.admission_checks(
+        rows,
+        (
+            arrays.numa_count,
+            arrays.policy,
+            arrays.scope,
+            arrays.cpu_static,
+            arrays.memory_static,
+            arrays.memory_group,
+            arrays.cell_total,
+            arrays.cell_free,
+            arrays.node_free,
+            arrays.gpu_share_free if arrays.gpu_share_free is not None else _NO_SHARES,
+        ),
+        packed.requests,
+        packed.providers,
+        containers=demand.containers,
+        guaranteed=demand.guaranteed,
+    )
+    if not answer.covered:
+        return None
+    # The numpy path's codes: its messages in the order of the checks that fired, one code per text.
+    messages: list[str] = []
+    kinds: list[RejectionKind] = []
+    table = np.zeros(len(packed.checks) + 1, dtype=np.int16)
+    for check in np.unique(answer.first_failing[answer.first_failing >= 0]).tolist():
+        message, kind = packed.checks[check]
+        if message not in messages:
+            messages.append(message)
+            kinds.append(kind)
+        table[check + 1] = messages.index(message) + 1
+    codes = table[answer.first_failing + 1]
+    return FilterResult(
+        rows=rows,
+        feasible=codes == 0,
+        reason_codes=codes,
+        messages=tuple(messages),
+        kinds=tuple(kinds),
+        exact_rows=rows[:0],
+    )
+
+
+_NO_SHARES = np.zeros(0)  # gpu_share_free where the caller tracks no sharing: the kernel then never reads it
+
+
+@dataclass(frozen=True, eq=False)
+class _PackedChecks:
+    """A pod's checks as the compiled kernel takes them: the reasons in ``filter_nodes``'s order, the
+    requests of each check, and the hint providers ``_providers`` picks (kind, resource offsets, columns,
+    requests)."""
+
+    checks: tuple[tuple[str, RejectionKind], ...]
+    requests: tuple[IntArray, FloatArray, float, int, float, IntArray, FloatArray]
+    providers: tuple[IntArray, IntArray, IntArray, FloatArray]
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_checks(resources: tuple[str, ...], demand: PodDemand, *, share_tracked: bool) -> _PackedChecks | None:
+    """Packed once per pod shape and resource layout; None where a request names a resource no node offers
+    (the numpy path words that reason)."""
+    column = {name: position for position, name in enumerate(resources)}.get
+    node_columns = [column(name) for name, _ in demand.node_requests]
+    if None in node_columns:
+        return None
+    checks = [(_NO_TOPOLOGY, RejectionKind.NO_TOPOLOGY)] + [(_insufficient(n), _SHORT) for n, _ in demand.node_requests]
+    share = dict(demand.device_requests).get(GPU_SHARE, 0.0) if share_tracked else 0.0
+    checks += [(_share_short(share), _SHORT)] if share else []
+    cpu = column(CPU)
+    exclusive = float(demand.exclusive_cpus) if cpu is not None else 0.0
+    checks += [(_EXCLUSIVE_CPUS_SHORT, _SHORT)] if exclusive else []
+    pools = [(name, column(name), r) for name, r in demand.memory_requests] if demand.guaranteed else []
+    known_pools = [(name, c, r) for name, c, r in pools if c is not None]
+    checks += [(_memory_short(name), _SHORT) for name, _, _ in known_pools]
+    checks += [(_TOO_MANY_NUMA, RejectionKind.KUBELET_TOPOLOGY), (_SINGLE_NUMA_REFUSES, RejectionKind.KUBELET_TOPOLOGY)]
+    checks += [(_RESTRICTED_REFUSES, RejectionKind.KUBELET_TOPOLOGY)]
+    providers: list[tuple[int, list[tuple[int, float]]]] = []
+    if demand.exclusive_cpus and cpu is not None:
+        providers.append((kernel.CPU_PROVIDER, [(cpu, float(demand.exclusive_cpus))]))
+    memory = [(column(n), r) for n, r in demand.memory_requests if r > 0]
+    if demand.guaranteed and memory and all(c is not None for c, _ in memory):
+        providers.append((kernel.MEMORY_PROVIDER, [(c, r) for c, r in memory if c is not None]))
+    for name, request in demand.device_requests:
+        device = column(name)
+        if device is not None and request > 0:
+            providers.append((kernel.DEVICE_PROVIDER, [(device, request)]))
+    aligned = [resource for _, of_provider in providers for resource in of_provider]
+    return _PackedChecks(
+        checks=tuple(checks),
+        requests=(
+            np.array(node_columns, dtype=np.int64),
+            np.array([r for _, r in demand.node_requests], dtype=np.float64),
+            float(share),
+            cpu if cpu is not None else -1,
+            exclusive,
+            np.array([c for _, c, _ in known_pools], dtype=np.int64),
+            np.array([r for _, _, r in known_pools], dtype=np.float64),
+        ),
+        providers=(
+            np.array([kind for kind, _ in providers], dtype=np.int64),
+            np.cumsum([0] + [len(of_provider) for _, of_provider in providers], dtype=np.int64),
+            np.array([c for c, _ in aligned], dtype=np.int64),
+            np.array([r for _, r in aligned], dtype=np.float64),
+        ),
+    )
+
+
 def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _View, reasons: _Reasons) -> None:
     """The allocation must succeed whatever the policy: node-level requests, then exclusive pools."""
     for name, request in demand.node_requests:
@@ -284,21 +411,20 @@ def _node_level_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view:
         if column is None:
             reasons.reject(np.ones(len(rows), dtype=np.bool_), f"no node offers {name}", _SHORT)
             continue
-        reasons.reject(arrays.node_free[column, rows] < request, f"Insufficient {name}", _SHORT)
+        reasons.reject(arrays.node_free[column, rows] < request, _insufficient(name), _SHORT)
     share = dict(demand.device_requests).get(GPU_SHARE, 0.0)
     if share and arrays.gpu_share_free is not None:
-        message = f"no single GPU has {share:g} thousandths left to share"
-        reasons.reject(arrays.gpu_share_free[rows] < share, message, _SHORT)
+        reasons.reject(arrays.gpu_share_free[rows] < share, _share_short(share), _SHORT)
     cpu = arrays.column(CPU)
     if demand.exclusive_cpus and cpu is not None:
         short = arrays.cpu_static[rows] & (view.free(cpu).sum(axis=1) < demand.exclusive_cpus)
-        reasons.reject(short, "not enough CPUs left for exclusive allocation", _SHORT)
+        reasons.reject(short, _EXCLUSIVE_CPUS_SHORT, _SHORT)
     if demand.guaranteed:
         for name, request in demand.memory_requests:
             column = arrays.column(name)
             if column is not None:
                 short = arrays.memory_static[rows] & (view.free(column).sum(axis=1) < request)
-                reasons.reject(short, f"memory manager: not enough free {name} across NUMA cells", _SHORT)
+                reasons.reject(short, _memory_short(name), _SHORT)
 
 
 def _providers(arrays: NodeArrays, rows: IntArray, demand: PodDemand, view: _View) -> list[_Provider]:

@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from placement.core import kernel
 from placement.core.feasibility import allowed_cells, cell_requests
 from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent
@@ -183,6 +184,9 @@ def node_components(
     arrays: NodeArrays, rows: IntArray, demand: PodDemand, *, intent: PodIntent | None
 ) -> NodeComponents:
     """The per-node parts of the score of ``rows``."""
+    compiled = _compiled_components(arrays, rows, demand, intent=intent)
+    if compiled is not None:
+        return compiled
     count = len(rows)
     allowed = allowed_cells(arrays, rows, intent)
     used = np.zeros((count, arrays.cell_total.shape[2]))
@@ -230,6 +234,42 @@ def node_components(
         distance=np.clip(distance, 0.0, 1.0),
         fragmentation=fragmentation_component(arrays, rows, demand),
         landing_cell=np.where(single, landing, -1).astype(np.int64),
+    )
+
+
+def _compiled_components(
+    arrays: NodeArrays, rows: IntArray, demand: PodDemand, *, intent: PodIntent | None
+) -> NodeComponents | None:
+    """The compiled kernel's components for a call of few rows whose intent names no cells
+    (``placement.core.kernel``); None where the kernel is off or the intent limits the cells."""
+    compiled = kernel.for_rows(len(rows))
+    if compiled is None or (intent is not None and (intent.affinity_node_ids or intent.anti_affinity_node_ids)):
+        return None
+    wanted = [(arrays.column(name), request) for name, request in cell_requests(arrays, demand, set())]
+    known = [(column, request) for column, request in wanted if column is not None]
+    gpus = arrays.column(GPU_RESOURCE)
+    parts = compiled.node_parts(
+        rows,
+        (
+            arrays.cell_ids,
+            arrays.cell_total,
+            arrays.cell_free,
+            arrays.node_allocatable,
+            arrays.bandwidth,
+            arrays.spanning_bandwidth,
+            arrays.local_distance,
+            arrays.spanning_distance,
+        ),
+        np.array([column for column, _ in known], dtype=np.int64),
+        np.array([request for _, request in known], dtype=np.float64),
+        -1 if gpus is None else gpus,
+    )
+    return NodeComponents(
+        fit=parts.fit,
+        raw_bandwidth=parts.raw_bandwidth,
+        distance=parts.distance,
+        fragmentation=fragmentation_component(arrays, rows, demand),
+        landing_cell=parts.landing_cell,
     )
 
 
