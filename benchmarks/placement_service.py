@@ -305,9 +305,11 @@ def constrained_pod() -> pb.Pod:
 
 
 def decide(stub: placement_pb2_grpc.PlacementStub, filter_request: pb.FilterRequest) -> int:
-    """One scheduling decision as an extender makes it: Filter, then Score the feasible nodes."""
+    """One scheduling decision as the extender makes it: Filter, then Score the feasible nodes (the ranking
+    only, as the extender asks)."""
     feasible = stub.Filter(filter_request, timeout=10).feasible_nodes
-    scores = stub.Score(pb.ScoreRequest(pod=filter_request.pod, node_names=feasible), timeout=10).scores
+    score_request = pb.ScoreRequest(pod=filter_request.pod, node_names=feasible, without_breakdown=True)
+    scores = stub.Score(score_request, timeout=10).scores
     return len(scores)
 
 

@@ -106,6 +106,11 @@ def test_filter_and_score_explain_every_candidate(service: Service) -> None:
     rejected = [(group.reason, list(group.nodes)) for group in scored.rejected]
     assert rejected == [("Insufficient nvidia.com/gpu", ["cpu-a"])]
 
+    ranking = service.stub.Score(pb.ScoreRequest(pod=gpu_pod, node_names=NODES, without_breakdown=True))
+    assert not ranking.breakdown  # the ranking only, as the extender asks for it
+    assert (list(ranking.nodes), list(ranking.scores)) == (list(scored.nodes), list(scored.scores))
+    assert (list(ranking.numa_cells), list(ranking.rejected)) == (list(scored.numa_cells), list(scored.rejected))
+
 
 def test_repeated_calls_judge_again_only_the_nodes_that_changed(service: Service) -> None:
     """Verdicts are kept per node and pod shape: a Score after its Filter, or another pod of the same shape,

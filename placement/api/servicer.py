@@ -48,7 +48,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
     async def Score(self, request: KeyedRequest[pb.ScoreRequest], context: Context) -> pb.ScoreResponse:  # type: ignore[override]
         message = request.message
-        outcome = self._engine.score(codec.decode_pod(message), message.node_names, names_key=request.names_key)
+        outcome = self._engine.score(
+            codec.decode_pod(message),
+            message.node_names,
+            names_key=request.names_key,
+            breakdown=not message.without_breakdown,
+        )
         return codec.score_response(outcome)
 
     async def Reserve(self, request: pb.ReserveRequest, context: Context) -> pb.ReserveResponse:

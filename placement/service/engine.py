@@ -184,8 +184,10 @@ class PlacementEngine:
             rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
         return FilterOutcome(feasible=feasible, rejected=rejected)
 
-    def score(self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None) -> ScoreOutcome:
-        """``names_key`` as for ``filter``."""
+    def score(
+        self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None, breakdown: bool = True
+    ) -> ScoreOutcome:
+        """``names_key`` as for ``filter``; without ``breakdown`` the outcome carries no per-component points."""
         pending = self._admit_request(spec)
         demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
@@ -199,7 +201,7 @@ class PlacementEngine:
             scores = judged.scored(combine(arrays, feasible, self.verdicts.components(feasible, demand, intent)))
             order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
-            weights = scores.shares
+            weights = scores.shares if breakdown else {}
             points = {name: (share * scores.components[name][order]).tolist() for name, share in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]

@@ -152,7 +152,9 @@ class PlacementClient:
         return answer
 
     def score(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.ScoreResponse:
-        answer: pb.ScoreResponse = self._call(self._reads.Score, pb.ScoreRequest(pod_json=_json(pod), node_names=nodes))
+        # The extender needs the ranking only, not each component's points.
+        request = pb.ScoreRequest(pod_json=_json(pod), node_names=nodes, without_breakdown=True)
+        answer: pb.ScoreResponse = self._call(self._reads.Score, request)
         return answer
 
     def reserve(self, pod: Mapping[str, Any], nodes: Sequence[str]) -> pb.ReserveResponse:

@@ -1111,7 +1111,12 @@ class ScoreRequest(_message.Message):
     POD_FIELD_NUMBER: _builtins.int
     POD_JSON_FIELD_NUMBER: _builtins.int
     NODE_NAMES_FIELD_NUMBER: _builtins.int
+    WITHOUT_BREAKDOWN_FIELD_NUMBER: _builtins.int
     pod_json: _builtins.str
+    without_breakdown: _builtins.bool
+    """The ranking only: nodes, scores, cells and rejections, without the per-component `breakdown` (a
+    scheduler needs no more; at 10,000 nodes the breakdown is most of the answer's bytes).
+    """
     @_builtins.property
     def pod(self) -> Global___Pod: ...
     @_builtins.property
@@ -1122,10 +1127,11 @@ class ScoreRequest(_message.Message):
         pod: Global___Pod | None = ...,
         pod_json: _builtins.str = ...,
         node_names: _abc.Iterable[_builtins.str] | None = ...,
+        without_breakdown: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod", "pod_json", b"pod_json", "pod_source", b"pod_source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_names", b"node_names", "pod", b"pod", "pod_json", b"pod_json", "pod_source", b"pod_source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_names", b"node_names", "pod", b"pod", "pod_json", b"pod_json", "pod_source", b"pod_source", "without_breakdown", b"without_breakdown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_pod_source: _TypeAlias = _typing.Literal["pod", "pod_json"]  # noqa: Y015
     _WhichOneofArgType_pod_source: _TypeAlias = _typing.Literal["pod_source", b"pod_source"]  # noqa: Y015
