@@ -26,7 +26,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress
 from typing import Protocol
 
 import numpy as np
@@ -40,7 +39,7 @@ from placement.core.intent import PodIntent
 from placement.core.podgroup import DomainConstraint, PodGroupError, SpreadPolicy, parse_spread, parse_topology_labels
 from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
 from placement.core.scoring import combine
-from placement.core.vocabulary import IntArray, Rejected, RejectionKind, demand_of
+from placement.core.vocabulary import Rejected, RejectionKind, demand_of
 from placement.service.errors import (
     CacheNotSynced,
     GangsUnavailable,
@@ -221,10 +220,10 @@ class PlacementEngine:
         """``caller`` (the client's identity) owns the reservation: only it may release it (``unreserve``)."""
         pending = self._admit_request(spec)
         self._require_leader()
-        names = self._candidates(nodes)
         with self.index.lock:
-            known, _, unknown = self._split_known(names)
-            rejected = [Rejection(node, group.reason, group.kind) for group in unknown for node in group.nodes]
+            candidates = self._resolve(nodes, None)
+            known: list[str] = candidates.names.tolist()
+            rejected = [_rejection(node, _UNKNOWN_NODE) for node in candidates.unknown]
             if self.gangs is not None:
                 # Backfill: single pods may not take nodes held for a gang that has waited too long.
                 open_nodes = set(self.gangs.open_to_backfill(known))
@@ -560,16 +559,6 @@ class PlacementEngine:
     def _resolve(self, nodes: Sequence[str], names_key: bytes | None) -> Candidates:
         """The candidates (call under the index lock): kept by ``names_key``, else resolved name by name."""
         return self.candidate_lists.resolve(names_key, lambda: self._candidates(nodes))
-
-    def _split_known(self, names: list[str]) -> tuple[list[str], IntArray, list[Rejections]]:
-        """Known names with their index slots (call under the index lock), and the unknown names' rejection."""
-        slots = self.index.slots_of(names)
-        held = slots >= 0
-        if held.all():
-            return names, slots, []
-        known = list(compress(names, held.tolist()))
-        unknown = tuple(compress(names, (~held).tolist()))
-        return known, slots[held], [Rejections(*_UNKNOWN_NODE, unknown)]
 
     def _placement(self, decision: Decision) -> Placement | None:
         if decision.node is None:
