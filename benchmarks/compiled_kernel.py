@@ -83,23 +83,24 @@ def _switch(on: bool) -> None:
         raise SystemExit(reason)
 
 
-def calls(repetitions: int) -> None:
+def calls(repetitions: int, large: int = LARGE) -> None:
+    """Every function, pod and row count, both paths side by side; ``large``: the larger cluster's size."""
     rng = np.random.default_rng(7)
     print(
         f"Kernel calls on rows drawn from {NODES:,} fixture nodes ({repetitions} calls each), and on all "
-        f"{LARGE:,} nodes of a larger cluster ({max(repetitions // 50, BLOCKS)} calls each); microseconds:"
+        f"{large:,} nodes of a larger cluster ({max(repetitions // 50, BLOCKS)} calls each); microseconds:"
     )
     print(
         "| pod | function | rows | numpy p50 | numpy p99 | compiled p50 | compiled p99 | p50 speed-up "
         "| wins (p50 and p99) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    small, large = build(NODES)[0].arrays(), build(LARGE)[0].arrays()
+    small, whole = build(NODES)[0].arrays(), build(large)[0].arrays()
     for name, pod in pods().items():
         demand = demand_of(pod)
-        for count in (*ROW_COUNTS, LARGE):
-            arrays, nodes = (large, LARGE) if count == LARGE else (small, NODES)
-            times = max(repetitions // 50, BLOCKS) if count == LARGE else repetitions
+        for count in (*ROW_COUNTS, large):
+            arrays, nodes = (whole, large) if count == large else (small, NODES)
+            times = max(repetitions // 50, BLOCKS) if count == large else repetitions
             draws = [np.sort(rng.choice(nodes, count, replace=False)).astype(np.int64) for _ in range(times)]
             for function, call in _calls(arrays, demand, draws).items():
                 timings = side_by_side(call, times)

@@ -295,14 +295,14 @@ def test_the_benchmark_reports_every_figure_side_by_side(capsys: pytest.CaptureF
     """benchmarks.compiled_kernel's call and decision parts at a tiny size: every row count, both functions and
     pods, and the decision figures, each path next to the other (no timing is asserted). Its cost part
     (fresh processes compiling and measuring memory, ~12 s) is left to the benchmark's own runs."""
-    benchmark_calls(20)
+    benchmark_calls(20, large=1_500)
     benchmark_decisions(20)
     report = capsys.readouterr().out
     rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| cpu pod") or "| gpu pod" in line]
     reported = {(row[0].strip("| "), row[1], row[2]) for row in rows}
     for pod in ("cpu pod", "gpu pod"):
         for function in ("filter_nodes", "node_components"):
-            for count in ("1", "2", "4", "16", "1,000", "10,000"):
+            for count in ("1", "2", "4", "16", "1,000", "1,500"):
                 assert (pod, function, count) in reported
     assert "| numpy path |" in report
     assert "| compiled kernel |" in report
