@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
 import psutil
 
-from benchmarks.placement_service import Service, decide, gpu_pod, node_names
+from benchmarks.placement_service import Service, back_to_back, decide, gpu_pod, node_names
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.shim.client import read_service_config
@@ -122,29 +121,15 @@ def _drive(
         client_process = psutil.Process()
         replicas_before = [_cpu_s(process) for process in replica_processes]
         client_before = _cpu_s(client_process)
-        done = [0] * clients
-        deadline = time.monotonic() + seconds
-
-        def client(slot: int) -> None:
-            while time.monotonic() < deadline:
-                decide(stub, request)
-                done[slot] += 1
-
-        threads = [threading.Thread(target=client, args=(slot,)) for slot in range(clients)]
-        started = time.monotonic()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.monotonic() - started
-        decisions = max(sum(done), 1)
+        done, elapsed = back_to_back(stub, request, clients, seconds)
+        decisions = max(done, 1)
         replica_cpu_s = [_cpu_s(p) - before for p, before in zip(replica_processes, replicas_before, strict=True)]
         client_cpu_s = _cpu_s(client_process) - client_before
     finally:
         channel.close()
     return ReplicaFigures(
         replicas=len(services) if balanced else PREVIOUS,
-        decisions_per_s=sum(done) / elapsed,
+        decisions_per_s=done / elapsed,
         replica_cpu_ms=tuple(cpu * 1000 / decisions for cpu in replica_cpu_s),
         client_cpu_ms=client_cpu_s * 1000 / decisions,
         busy_cores=(sum(replica_cpu_s) + client_cpu_s) / elapsed,

@@ -335,14 +335,27 @@ class Throughput:
 
 def throughput(service: Service, count: int, clients: int, seconds: float) -> Throughput:
     request = pb.FilterRequest(pod=gpu_pod(), node_names=node_names(count))
-    done = [0] * clients
-    deadline = time.monotonic() + seconds
     server_process, client_process = psutil.Process(service.process.pid), psutil.Process()
     server_before, client_before = _cpu_s(server_process), _cpu_s(client_process)
+    done, elapsed = back_to_back(service.stub, request, clients, seconds)
+    decisions = max(done, 1)
+    return Throughput(
+        decisions_per_s=done / elapsed,
+        service_cpu_ms=(_cpu_s(server_process) - server_before) * 1000 / decisions,
+        client_cpu_ms=(_cpu_s(client_process) - client_before) * 1000 / decisions,
+    )
+
+
+def back_to_back(
+    stub: placement_pb2_grpc.PlacementStub, request: pb.FilterRequest, clients: int, seconds: float
+) -> tuple[int, float]:
+    """``clients`` threads deciding back to back for ``seconds``: (decisions made, seconds elapsed)."""
+    done = [0] * clients
+    deadline = time.monotonic() + seconds
 
     def client(slot: int) -> None:
         while time.monotonic() < deadline:
-            decide(service.stub, request)
+            decide(stub, request)
             done[slot] += 1
 
     threads = [threading.Thread(target=client, args=(slot,)) for slot in range(clients)]
@@ -351,13 +364,7 @@ def throughput(service: Service, count: int, clients: int, seconds: float) -> Th
         thread.start()
     for thread in threads:
         thread.join()
-    elapsed = time.monotonic() - started
-    decisions = max(sum(done), 1)
-    return Throughput(
-        decisions_per_s=sum(done) / elapsed,
-        service_cpu_ms=(_cpu_s(server_process) - server_before) * 1000 / decisions,
-        client_cpu_ms=(_cpu_s(client_process) - client_before) * 1000 / decisions,
-    )
+    return sum(done), time.monotonic() - started
 
 
 def _cpu_s(process: psutil.Process) -> float:
