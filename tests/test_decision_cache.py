@@ -13,7 +13,7 @@ from kubenexus.topology.nrt import cell_resources
 from placement.core.decision import order_of, rank
 from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.pods import PodUsage
-from placement.core.scoring import combine
+from placement.core.scoring import combine, node_components
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.core.vocabulary import GPU_SHARE, PodDemand, demand_of
 from placement.state import decision_cache
@@ -158,8 +158,13 @@ def test_scores_are_computed_again_when_the_target_workload_is_rebuilt() -> None
     # A pod on a CPU node: the GPU nodes are unchanged, but the workload the fragmentation measure reads is not.
     index.upsert_pod(PodUsage("ns", "cpu-pod", "n0", _demand(2)))
     assert index.workload.target() is not target
-    cache.components(feasible, demand, intent)
-    assert cache.scored == before + len(feasible)
+    kept = cache.components(feasible, demand, intent)
+    # Only the fragmentation component measures against the workload: it alone is computed again.
+    assert cache.scored == before
+    assert cache.refragmented == len(feasible)
+    fresh = node_components(index.arrays(), feasible, demand, intent=intent)
+    np.testing.assert_array_equal(kept.fragmentation, fresh.fragmentation)
+    np.testing.assert_array_equal(kept.fit, fresh.fit)
 
 
 def test_shapes_beyond_the_limit_are_forgotten_oldest_first() -> None:

@@ -10,8 +10,8 @@ reads the rest from here.
 What is kept is exactly what the core computes, node by node (``filter_nodes`` and
 ``scoring.node_components`` depend on the node's own row and the pod alone); what depends on the
 candidates together (bandwidth relative to the best candidate, the order) is computed per call. Kept
-answers are dropped when the arrays change shape (``ClusterIndex.layout``) and, for the score, when the
-target workload of the fragmentation component is rebuilt. Call under the index lock.
+answers are dropped when the arrays change shape (``ClusterIndex.layout``) and, for the fragmentation
+component alone, when its target workload is rebuilt. Call under the index lock.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from placement.core.feasibility import FilterResult, filter_nodes
+from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent
 from placement.core.scoring import NodeComponents, node_components
 from placement.core.vocabulary import IntArray, PodDemand, RejectionKind, TargetWorkload
@@ -45,6 +46,9 @@ class _Shape:
         self.kinds: list[RejectionKind] = []
         self._message_codes: dict[str, int] = {}
         self.scored_at = np.full(capacity, _NEVER, dtype=np.int64)
+        # The fragmentation component also depends on the target workload: stamped apart, so that a rebuilt
+        # workload costs a pass of that component alone, not of every component.
+        self.fragmented_at = np.full(capacity, _NEVER, dtype=np.int64)
         self.workload: TargetWorkload | None = None
         self.fit = np.zeros(capacity)
         self.raw_bandwidth = np.zeros(capacity, dtype=np.float32)
@@ -85,6 +89,7 @@ class DecisionCache:
         self.kept = 0
         self.judged = 0
         self.scored = 0
+        self.refragmented = 0  # slots whose fragmentation component alone was computed again (a new workload)
 
     def filter(self, rows: IntArray, demand: PodDemand, intent: PodIntent | None) -> FilterResult:
         """``filter_nodes(index.arrays(), rows, demand, intent)``, judging afresh only changed slots."""
@@ -118,9 +123,10 @@ class DecisionCache:
         shape = self._shape(demand, intent)
         workload = index.workload.target()
         if shape.workload is not workload:
-            shape.scored_at[:] = _NEVER  # the fragmentation component measures against another workload
+            shape.fragmented_at[:] = _NEVER  # the fragmentation component measures against another workload
             shape.workload = workload
-        stale = rows[shape.scored_at[rows] < index.slot_changes[rows]]
+        changed = index.slot_changes[rows]
+        stale = rows[shape.scored_at[rows] < changed]
         if len(stale):
             fresh = node_components(index.arrays(), stale, demand, intent=intent)
             shape.fit[stale] = fresh.fit
@@ -128,8 +134,13 @@ class DecisionCache:
             shape.distance[stale] = fresh.distance
             shape.fragmentation[stale] = fresh.fragmentation
             shape.landing_cell[stale] = fresh.landing_cell
-            shape.scored_at[stale] = index.changes
+            shape.scored_at[stale] = shape.fragmented_at[stale] = index.changes
             self.scored += len(stale)
+        unfragmented = rows[shape.fragmented_at[rows] < changed]  # only after the workload was rebuilt
+        if len(unfragmented):
+            shape.fragmentation[unfragmented] = fragmentation_component(index.arrays(), unfragmented, demand)
+            shape.fragmented_at[unfragmented] = index.changes
+            self.refragmented += len(unfragmented)
         return NodeComponents(
             fit=shape.fit[rows],
             raw_bandwidth=shape.raw_bandwidth[rows],
