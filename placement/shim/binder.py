@@ -652,6 +652,8 @@ def _no_node_message(rejected: Sequence[pb.Rejections]) -> str:
     (pkg/scheduler/framework/types.go, ``sortReasonsHistogram``); capped for the Event.
     """
     total = sum(len(group.nodes) for group in rejected)
+    if not total:
+        return "no nodes available to schedule pods."  # ErrNoNodesAvailable (pkg/scheduler/schedule_one.go)
     reasons = sorted(f"{len(group.nodes)} {group.reason}" for group in rejected)
     shown = ", ".join(reasons[:_MESSAGE_REASONS])
     more = f", and {len(reasons) - _MESSAGE_REASONS} more reason(s)" if len(reasons) > _MESSAGE_REASONS else ""
