@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's marker: shell completion may run this entry point)
 """``kubectl kubenexus NODE``: a node's topology as its agent published it.
 
 Installed as the ``kubectl-kubenexus`` console script, which kubectl finds on PATH as a plugin.
@@ -11,14 +12,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agent.publish import Published, PublishError, connect_nodes, read_published
+import argcomplete
+
+from agent.publish import NodeNotFound, Published, PublishError, connect_nodes, read_published
+from kubenexus import __version__
 from kubenexus.kube.errors import ApiUnavailable
 from kubenexus.topology.json_codec import dumps
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import decode_nrt
-from kubenexus.topology.table import render_table
-from kubenexus.topology.topo_matrix import render_topo_matrix
+from kubenexus.topology.table import render_table_with_links
 
 EXIT_ERROR = 1
 
@@ -28,25 +31,42 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kubectl kubenexus",
         description="Show a node's NUMA cells, GPUs and link matrix as kubenexus-agent published them.",
     )
-    parser.add_argument("node", metavar="NODE")
+    parser.add_argument("--version", action="version", version=f"kubectl-kubenexus {__version__}")
+    parser.add_argument("node", metavar="NODE", help="the Node's name, as `kubectl get nodes` lists it")
     parser.add_argument(
         "--source",
         choices=["auto", "annotation", "nrt"],
         default="auto",
-        help="read the Node's model annotation, the NodeResourceTopology, or the first present (default)",
+        help="read the Node's model annotation, the NodeResourceTopology, or the first present (default: %(default)s)",
     )
-    parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table: cells, GPUs and the link matrix; json: the lossless model (default: %(default)s)",
+    )
     parser.add_argument("--kubeconfig", metavar="FILE", help="like kubectl: default $KUBECONFIG, then ~/.kube/config")
-    parser.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
+    parser.add_argument(
+        "--context", metavar="NAME", help="the kubeconfig context to use (default: the file's current one)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     try:
         api = connect_nodes(args.kubeconfig, context=args.context, in_cluster=False)
         published = read_published(api, args.node)
         topology, origin = _decode(args.node, published, args.source)
+    except NodeNotFound as error:
+        print(
+            f"kubectl-kubenexus: node {error.node_name!r} not found in this cluster "
+            "(`kubectl get nodes` lists the names; --context or --kubeconfig picks another cluster)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     except (ApiUnavailable, PublishError, ValueError) as error:
         print(f"kubectl-kubenexus: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -54,10 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(dumps(topology, indent=2) + "\n")
         return 0
     sys.stdout.write(f"Node {args.node} (from the {origin})\n\n")
-    sys.stdout.write(render_table(topology))
-    if topology.gpus or topology.nics:
-        sys.stdout.write("\nLinks\n")
-        sys.stdout.write(render_topo_matrix(topology))
+    sys.stdout.write(render_table_with_links(topology))
     return 0
 
 

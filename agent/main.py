@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's marker: shell completion may run this entry point)
 """``kubenexus-agent``: command-line wiring only (flags, output, exit codes).
 
 ``run`` (the DaemonSet's loop) lives in ``agent.running`` and is imported only when asked for: it
@@ -12,20 +13,25 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
+import argcomplete
+
 from agent.discovery import UnusableHostRoot, discover
 from agent.hostfs import HostFS
 from agent.sources.nvml import load_nvml
 from kubenexus import __version__
 from kubenexus.topology.json_codec import dumps
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.table import render_table
+from kubenexus.topology.table import render_table_with_links
 from kubenexus.topology.topo_matrix import TopoParseError, parse_topo_matrix, render_topo_matrix
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
+_FORMAT_HELP = (
+    "table: NUMA cells, GPUs and the link matrix for people; json: the lossless model; topo: `nvidia-smi topo -m`"
+)
 
 RENDERERS: dict[str, Callable[[NodeTopology], str]] = {
-    "table": render_table,
+    "table": render_table_with_links,
     "json": lambda topology: dumps(topology, indent=2) + "\n",
     "topo": render_topo_matrix,
 }
@@ -43,14 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     discover_cmd.add_argument(
         "--host-root", default="/", metavar="DIR", help="directory holding the host's sys/ and proc/ (default: /)"
     )
-    discover_cmd.add_argument("--format", choices=sorted(RENDERERS), default="table")
+    discover_cmd.add_argument(
+        "--format", choices=sorted(RENDERERS), default="table", help=_FORMAT_HELP + " (default: %(default)s)"
+    )
     discover_cmd.add_argument("--no-nvml", action="store_true", help="find GPUs through sysfs only")
 
     import_cmd = commands.add_parser(
         "import-topo", help="read `nvidia-smi topo -m` output (a file, or - for stdin) and print it as a topology"
     )
-    import_cmd.add_argument("file", metavar="FILE")
-    import_cmd.add_argument("--format", choices=sorted(RENDERERS), default="json")
+    import_cmd.add_argument("file", metavar="FILE", help="a saved `nvidia-smi topo -m` output, or - for stdin")
+    import_cmd.add_argument(
+        "--format", choices=sorted(RENDERERS), default="json", help=_FORMAT_HELP + " (default: %(default)s)"
+    )
 
     _add_run_command(commands)
     return parser
@@ -74,13 +84,20 @@ def _add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run_cmd.add_argument(
         "--mode", choices=["labels", "nrt", "both"], default="both", help="what to publish (default: both)"
     )
-    run_cmd.add_argument("--interval", type=_seconds, default=60.0, metavar="S", help="discovery period (default 60)")
+    run_cmd.add_argument(
+        "--interval",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="seconds between discoveries (default: %(default)s)",
+    )
     run_cmd.add_argument(
         "--resync",
         type=_seconds,
         default=3600.0,
         metavar="S",
-        help="read back and repair the published data at least this often, even if nothing changed (default 3600)",
+        help="read back and repair the published data at least this often, even if nothing changed "
+        "(default: %(default)s)",
     )
     run_cmd.add_argument("--once", action="store_true", help="one pass, then exit (status 1 if publishing failed)")
     run_cmd.add_argument("--dry-run", action="store_true", help="print the writes as JSON instead of sending them")
@@ -90,8 +107,16 @@ def _add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="PATH",
         help="the kubelet's configuration file, a host path under --host-root (default: %(default)s)",
     )
-    run_cmd.add_argument("--topology-manager-policy", metavar="POLICY", help="override the kubelet file's policy")
-    run_cmd.add_argument("--topology-manager-scope", metavar="SCOPE", help="override the kubelet file's scope")
+    run_cmd.add_argument(
+        "--topology-manager-policy",
+        metavar="POLICY",
+        help="override the kubelet file's Topology Manager policy (default: the file's)",
+    )
+    run_cmd.add_argument(
+        "--topology-manager-scope",
+        metavar="SCOPE",
+        help="override the kubelet file's Topology Manager scope (default: the file's)",
+    )
     run_cmd.add_argument(
         "--pod-resources-socket",
         default="/var/lib/kubelet/pod-resources/kubelet.sock",
@@ -104,10 +129,12 @@ def _add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=60.0,
         metavar="S",
         help="re-read the kubelet (allocatable resources, pod assignments) this often between discoveries: "
-        "device plugins register late (default 60)",
+        "device plugins register late (default: %(default)s)",
     )
     run_cmd.add_argument(
-        "--metrics-address", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here, e.g. :9400"
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz and /readyz here, e.g. :9400 (default: off)",
     )
     run_cmd.add_argument(
         "--kubeconfig", metavar="FILE", help="cluster credentials (default: the pod's service account)"
@@ -117,7 +144,8 @@ def _add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         type=int,
         default=5,
         metavar="N",
-        help="attempts per API write before a pass gives up (backoff 0.5 s doubling to 30 s, jittered; default 5)",
+        help="attempts per API write before a pass gives up (backoff 0.5 s doubling to 30 s, jittered; "
+        "default: %(default)s)",
     )
 
 
@@ -130,6 +158,7 @@ def _seconds(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run_agent(args, parser)

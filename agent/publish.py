@@ -101,6 +101,15 @@ class PublishError(Exception):
     """A failure that retrying will not fix (node missing, forbidden, CRD not installed)."""
 
 
+class NodeNotFound(PublishError):
+    """The Node does not exist. The message is the agent's (its node name comes from --node-name or
+    NODE_NAME); the kubectl plugin, which takes the name as an argument, words its own hint."""
+
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
+        super().__init__(f"node {node_name!r} not found (check --node-name / NODE_NAME)")
+
+
 # ---------------------------------------------------------------------------------------------
 # Pure planning: what to write, given what is there and what is wanted.
 
@@ -174,7 +183,7 @@ class KubeNodeApi:
     def read_node(self, name: str) -> Json:
         node = self._client.get(f"{NODES_PATH}/{quote(name, safe='')}")
         if node is None:
-            raise PublishError(f"node {name!r} not found (check --node-name / NODE_NAME)")
+            raise NodeNotFound(name)
         return node
 
     def patch_node(self, name: str, patch: Json) -> None:

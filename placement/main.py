@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's marker: shell completion may run this entry point)
 """``kubenexus-placement``: command-line wiring of the placement service.
 
 ``serve`` builds an engine (over the cluster feed, or over the embedded demo cluster with ``--demo``),
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import argcomplete
 import yaml
 
 from kubenexus import __version__
@@ -60,6 +62,7 @@ _TICK_S = 1.0  # gang permit timeouts are seconds long (default 10 s)
 _MAX_WATCH_BATCH_MS = 1000.0  # a batch window past a second would delay every event that long
 
 
+_LOG_LEVELS = ("debug", "info", "warning", "error")
 _DRIVER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -79,15 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gRPC placement service")
-    serve.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT", help="gRPC address")
+    serve.add_argument(
+        "--listen", default="127.0.0.1:50051", metavar="HOST:PORT", help="gRPC address (default: %(default)s)"
+    )
     serve.add_argument(
         "--metrics-address",
         default="",
         metavar="HOST:PORT",
         help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)",
     )
-    serve.add_argument("--tls-cert", type=Path, metavar="PEM", help="server certificate (enables TLS)")
-    serve.add_argument("--tls-key", type=Path, metavar="PEM", help="server private key")
+    serve.add_argument(
+        "--tls-cert", type=Path, metavar="PEM", help="server certificate, enables TLS (default: plaintext)"
+    )
+    serve.add_argument("--tls-key", type=Path, metavar="PEM", help="the server certificate's private key")
     serve.add_argument(
         "--tls-client-ca", type=Path, metavar="PEM", help="require client certificates signed by this CA (mTLS)"
     )
@@ -109,14 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="client certificate CN that may also release reservations made by other clients; repeatable",
+        help="client certificate CN that may also release reservations made by other clients; repeatable "
+        "(default: none)",
     )
     source = serve.add_mutually_exclusive_group()
     source.add_argument(
         "--demo", action="store_true", help="serve an embedded demo cluster and schedule a sample mix on it"
     )
     source.add_argument("--kubeconfig", metavar="PATH", help="cluster credentials (default: in-cluster, then ~/.kube)")
-    serve.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    serve.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the file's current one)")
     add_lease_arguments(serve, lease_name="kubenexus-placement")
     # One replica run by hand needs no Lease; the Deployment passes --leader-elect.
     serve.set_defaults(leader_elect=False)
@@ -162,22 +170,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="judge changed nodes with the numba-compiled admission kernel (extra 'compiled'): faster under churn, "
         "about 110 MB more memory (docs/benchmarks.md); without numba the numpy path answers, with a warning",
     )
-    serve.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds calls in flight get on stop")
-    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    serve.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds the calls in flight get to finish on SIGTERM (default: %(default)s)",
+    )
     add_extender_arguments(commands.add_parser("extender", help="kube-scheduler HTTP extender (a client of serve)"))
     add_binder_arguments(
         commands.add_parser("binder", help="secondary scheduler binding pods with schedulerName kubenexus-scheduler")
     )
     add_simulate_command(commands)
-    for command in ("extender", "binder", "simulate"):
+    for command in ("serve", "extender", "binder", "simulate"):
         commands.choices[command].add_argument(
-            "--log-level", default="info", choices=("debug", "info", "warning", "error")
+            "--log-level",
+            default="info",
+            choices=_LOG_LEVELS,
+            help="the least severe JSON log lines written to stderr (default: %(default)s)",
         )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     with json_logging(sys.stderr, level=getattr(logging, args.log_level.upper())):
         return _run(args)
 

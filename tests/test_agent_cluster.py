@@ -274,7 +274,11 @@ def test_kubectl_kubenexus_shows_cells_gpus_and_the_link_matrix(
 def test_kubectl_kubenexus_errors_are_one_line(api: Emulator, tmp_path: Path) -> None:
     missing = kubectl(tmp_path, "kubenexus", "no-such-node", check=False)
     assert (missing.returncode, missing.stdout) == (1, "")
-    assert missing.stderr == ("kubectl-kubenexus: node 'no-such-node' not found (check --node-name / NODE_NAME)\n")
+    # The plugin takes the node as its argument: no --node-name hint (that is the agent's flag).
+    assert missing.stderr == (
+        "kubectl-kubenexus: node 'no-such-node' not found in this cluster "
+        "(`kubectl get nodes` lists the names; --context or --kubeconfig picks another cluster)\n"
+    )
     unpublished = kubectl(tmp_path, "kubenexus", NODE, check=False)
     assert unpublished.returncode == 1
     assert unpublished.stderr == (

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kubenexus.topology.cpulist import format_cpulist
-from kubenexus.topology.model import MemoryAttribute, NodeTopology, NumaCell, PciDevice
+from kubenexus.topology.model import Gpu, MemoryAttribute, NodeTopology, NumaCell, PathKind, PciDevice
+from kubenexus.topology.topo_matrix import render_topo_matrix
 
 # Like lstopo, the table names storage, network, display and compute functions; the chipset's
 # bridges, USB and system peripherals only count.
@@ -34,12 +35,20 @@ def render_table(topology: NodeTopology) -> str:
         lines.append("PCI devices with no NUMA node")
         lines.extend(_device_lines(topology, orphans))
         lines.append("")
+    lines.extend(_gpu_lines(topology))
     lines.extend(_distance_lines(topology))
     lines.extend(_hmat_lines(topology.memory_attributes))
     if topology.warnings:
         lines.append("Warnings")
         lines.extend(f"  [{w.source}] {w.message}" + (f" ({w.path})" if w.path else "") for w in topology.warnings)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def render_table_with_links(topology: NodeTopology) -> str:
+    """The table, then the GPU and NIC link matrix as ``nvidia-smi topo -m`` prints it, when there is one."""
+    if not topology.gpus and not topology.nics:
+        return render_table(topology)
+    return render_table(topology) + "\nLinks\n" + render_topo_matrix(topology)
 
 
 def format_bytes(value: int | None) -> str:
@@ -100,6 +109,68 @@ def _device_lines(topology: NodeTopology, devices: list[PciDevice]) -> list[str]
     if len(devices) > len(shown):
         lines.append(f"  (+{len(devices) - len(shown)} bridges and chipset functions; --format json lists them)")
     return lines
+
+
+def _gpu_lines(topology: NodeTopology) -> list[str]:
+    """One line per GPU: model and memory, NUMA placement, NVLink peers and the nearest NICs.
+
+    An imported ``nvidia-smi topo -m`` knows no model or memory; the line says "unknown" rather than
+    leaving the GPU out, so a table of an import still shows every GPU and where it sits."""
+    if not topology.gpus:
+        return []
+    source = f" (from {topology.gpu_source})" if topology.gpu_source else ""
+    lines = [f"GPUs{source}"]
+    for gpu in sorted(topology.gpus, key=lambda gpu: gpu.index):
+        memory = "memory unknown" if gpu.memory_bytes is None else format_bytes(gpu.memory_bytes)
+        parts = [f"{gpu.name or 'model unknown'}, {memory}", _gpu_numa(gpu)]
+        parts.extend(_gpu_links(topology, gpu))
+        lines.append(f"  GPU{gpu.index}  " + "; ".join(parts))
+    lines.append("")
+    return lines
+
+
+def _gpu_numa(gpu: Gpu) -> str:
+    if len(gpu.numa_affinity) > 1:
+        numa = f"NUMA {format_cpulist(gpu.numa_affinity)}"
+    else:
+        numa = f"NUMA {_count(gpu.numa_node)}"
+    if gpu.cpu_affinity:
+        numa += f", CPUs {format_cpulist(gpu.cpu_affinity)}"
+    if gpu.gpu_numa_node is not None:
+        numa += f", GPU memory is NUMA {gpu.gpu_numa_node}"
+    return numa
+
+
+def _gpu_links(topology: NodeTopology, gpu: Gpu) -> list[str]:
+    """The GPU's NVLink peers ("NVLink NV12 to GPUs 1-7") and nearest NICs, from the links the matrix shows."""
+    name = f"GPU{gpu.index}"
+    nvlink_peers: dict[str, list[int]] = {}
+    nic_paths: dict[int, PathKind] = {}
+    for link in topology.links:
+        if name not in (link.a, link.b) or link.a == link.b:
+            continue
+        other = link.b if link.a == name else link.a
+        if other.startswith("GPU") and link.path is PathKind.NVLINK:
+            nvlink_peers.setdefault(link.label, []).append(int(other.removeprefix("GPU")))
+        elif other.startswith("NIC"):
+            nic_paths[int(other.removeprefix("NIC"))] = link.path
+    parts = [
+        f"NVLink {label} to GPU{'s' if len(peers) > 1 else ''} {format_cpulist(peers)}"
+        for label, peers in sorted(nvlink_peers.items())
+    ]
+    active = sum(1 for nvlink in gpu.nvlinks if nvlink.active)
+    if not nvlink_peers and active:
+        parts.append(f"{active} active NVLinks")
+    if nic_paths:
+        order = list(PathKind)
+        best = min(nic_paths.values(), key=order.index)
+        nearest = [
+            topology.nics[position].name
+            for position, path in sorted(nic_paths.items())
+            if path is best and position < len(topology.nics)
+        ]
+        parts.append(f"nearest NIC {', '.join(nearest)} ({best.value})")
+    return parts
 
 
 def _distance_lines(topology: NodeTopology) -> list[str]:

@@ -22,27 +22,43 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, lease_name: str) -
     """The API connection and leader election flags of the extender and the binder."""
     group = parser.add_argument_group("cluster")
     group.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)",
     )
-    group.add_argument("--context", help="kubeconfig context")
+    group.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the file's current one)")
     add_lease_arguments(parser, lease_name=lease_name)
 
 
 def add_service_client_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("placement service")
-    group.add_argument("--service", default="127.0.0.1:50051", help="placement service gRPC address")
-    group.add_argument("--service-ca", type=Path, help="CA bundle for TLS to the service")
-    group.add_argument("--service-cert", type=Path, help="client certificate for mTLS to the service")
-    group.add_argument("--service-key", type=Path, help="client key for mTLS to the service")
-    group.add_argument("--deadline", type=float, default=5.0, metavar="S", help="deadline of each call")
+    group.add_argument(
+        "--service",
+        default="127.0.0.1:50051",
+        metavar="HOST:PORT",
+        help="placement service gRPC address (default: %(default)s)",
+    )
+    group.add_argument(
+        "--service-ca",
+        type=Path,
+        metavar="PEM",
+        help="CA bundle for TLS to the service (default: none; with neither it nor --service-cert, plaintext)",
+    )
+    group.add_argument("--service-cert", type=Path, metavar="PEM", help="client certificate for mTLS to the service")
+    group.add_argument("--service-key", type=Path, metavar="PEM", help="client key for mTLS to the service")
+    group.add_argument(
+        "--deadline", type=float, default=5.0, metavar="S", help="seconds each call may take (default: %(default)s)"
+    )
 
 
 def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
     group.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)",
     )
-    group.add_argument("--context", help="kubeconfig context")
+    group.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the file's current one)")
     add_service_client_arguments(parser)
     parser.add_argument(
         "--read-service",
@@ -52,8 +68,18 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         "replica it resolves to, e.g. dns:///kubenexus-placement-replicas-headless.kubenexus-system.svc:50051; "
         "decisions still go to --service (default: --service, for both)",
     )
-    parser.add_argument("--listen", default="127.0.0.1:8888", help="HOST:PORT of the extender (default: %(default)s)")
-    parser.add_argument("--url-prefix", default="", help="path prefix of the verbs (urlPrefix's path)")
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:8888",
+        metavar="HOST:PORT",
+        help="address the extender serves kube-scheduler on (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--url-prefix",
+        default="",
+        metavar="PATH",
+        help="path prefix of the verbs, the path of the extender's urlPrefix (default: none)",
+    )
     parser.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate")
     parser.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's key")
     parser.add_argument(
@@ -67,7 +93,12 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve a non-loopback address without client certificates (development only)",
     )
-    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME, help="bind only pods of this scheduler")
+    parser.add_argument(
+        "--scheduler-name",
+        default=SCHEDULER_NAME,
+        metavar="NAME",
+        help="bind only pods whose spec.schedulerName is this (default: %(default)s)",
+    )
     parser.add_argument(
         "--gang-timeout",
         type=float,
@@ -89,8 +120,19 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
 def add_binder_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser, lease_name="kubenexus-binder")
     add_service_client_arguments(parser)
-    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME)
-    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between passes")
+    parser.add_argument(
+        "--scheduler-name",
+        default=SCHEDULER_NAME,
+        metavar="NAME",
+        help="schedule and bind the pending pods whose spec.schedulerName is this (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between passes over the pending pods (default: %(default)s)",
+    )
     add_metrics_argument(parser)
 
 

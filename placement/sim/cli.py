@@ -4,6 +4,10 @@ Writes into ``--out``: ``summary.csv`` and ``summary.json`` (median over seeds p
 ``runs.csv`` (every policy and seed), ``steps.csv`` (allocated GPU share at every 1% of arrival, per
 policy and seed) and, when matplotlib is installed (``pip install .[plots]``), ``allocation.png`` /
 ``.svg`` and ``unallocated.png`` / ``.svg``. A progress bar goes to stderr.
+
+The trace is read from KUBENEXUS_SHARED_DATA (default: ../shared/data beside a source checkout), under
+traces/alibaba-gpu-v2023/, or from the files --nodes and --pods name. An installed package has no
+../shared/data: set the variable or the two flags.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
+import argcomplete
+
+from kubenexus import __version__
 from placement.sim.plots import plot_results
 from placement.sim.policies import POLICY_NAMES
 from placement.sim.run import RunResult, arrivals, median_summary, simulate
@@ -88,7 +95,10 @@ class ProgressBar:
 def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``simulate`` on an ``argparse`` subparsers object; ``run_simulate`` runs it."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "simulate", help="compare placement policies on the Alibaba GPU trace", description=__doc__
+        "simulate",
+        help="compare placement policies on the Alibaba GPU trace",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_arguments(parser)
     parser.set_defaults(handler=run_simulate)
@@ -97,12 +107,38 @@ def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     data = shared_data_dir() / TRACE_DIR
-    parser.add_argument("--nodes", type=Path, default=data / DEFAULT_NODE_LIST, help="node list CSV")
-    parser.add_argument("--pods", type=Path, default=data / DEFAULT_POD_LIST, help="pod list CSV")
-    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma-separated policy names")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1; the median is reported")
     parser.add_argument(
-        "--subsample", type=int, default=1, help="keep every Nth node and pod (a smaller cluster of the same mix)"
+        "--nodes",
+        type=Path,
+        default=data / DEFAULT_NODE_LIST,
+        metavar="CSV",
+        help="the trace's node list (default: %(default)s, from $KUBENEXUS_SHARED_DATA)",
+    )
+    parser.add_argument(
+        "--pods",
+        type=Path,
+        default=data / DEFAULT_POD_LIST,
+        metavar="CSV",
+        help="the trace's pod list (default: %(default)s, from $KUBENEXUS_SHARED_DATA)",
+    )
+    policies = parser.add_argument(
+        "--policies",
+        default=",".join(POLICY_NAMES),
+        metavar="NAME[,NAME...]",
+        help=f"comma-separated policy names among {', '.join(POLICY_NAMES)} (default: all of them)",
+    )
+    # argcomplete calls this attribute for the flag's candidates (keyword arguments: prefix, action, parser, ...);
+    # without it the shell would offer file names.
+    policies.completer = lambda **_: POLICY_NAMES  # type: ignore[attr-defined]
+    parser.add_argument(
+        "--seeds", type=int, default=10, metavar="N", help="seeds 0..N-1; the median is reported (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--subsample",
+        type=int,
+        default=1,
+        metavar="N",
+        help="keep every Nth node and pod, a smaller cluster of the same mix (default: %(default)s, all)",
     )
     parser.add_argument(
         "--no-numa",
@@ -115,8 +151,20 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ours measures fragmentation against the workload it learns from the pods it places (from the "
         "service's default), not the trace's shapes",
     )
-    parser.add_argument("--jobs", type=int, default=1, help="runs (policy x seed) in parallel processes")
-    parser.add_argument("--out", type=Path, default=Path("sim-results"), help="folder for CSV, JSON and plots")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs (policy x seed) in parallel processes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("sim-results"),
+        metavar="DIR",
+        help="folder for CSV, JSON and plots (default: %(default)s)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the plots even when matplotlib is installed")
 
 
@@ -128,6 +176,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     if args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
         print("simulate: --seeds, --subsample and --jobs must be at least 1", file=sys.stderr)
+        return 2
+    missing = next((path for path in (args.nodes, args.pods) if not path.is_file()), None)
+    if missing is not None:
+        print(
+            f"simulate: no trace file at {missing}: set KUBENEXUS_SHARED_DATA to the shared data folder (the one "
+            f"holding {TRACE_DIR}/) or pass --nodes and --pods",
+            file=sys.stderr,
+        )
         return 2
     try:
         nodes = load_nodes(args.nodes)[:: args.subsample]
@@ -256,7 +312,17 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m placement.sim", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m placement.sim``: the flags of ``kubenexus-placement simulate``, as a program of its own."""
+    parser = argparse.ArgumentParser(
+        prog="python -m placement.sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argcomplete.autocomplete(parser)
     return run_simulate(parser.parse_args(argv))
