@@ -26,6 +26,7 @@ Json = dict[str, Any]
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 EXAMPLES = DEPLOY / "examples"
+HELM = DEPLOY / "helm"
 OLDEST_SUPPORTED = "1.30.0"  # docs/deploy.md: ValidatingAdmissionPolicy GA, pod-bound tokens name the node
 NEWEST_KNOWN = f"{kubernetes_validate.latest_version()}.0"
 
@@ -35,6 +36,7 @@ def _documents() -> list[tuple[str, int, Json]]:
         (str(path.relative_to(DEPLOY)), index, doc)
         for path in sorted(DEPLOY.rglob("*.yaml"))
         if EXAMPLES not in path.parents  # other operators' kinds: tests/test_operator_examples.py checks them
+        if HELM not in path.parents  # templates, not manifests: tests/test_helm_chart.py renders and checks them
         for index, doc in enumerate(yaml.safe_load_all(path.read_text()))
         if doc is not None
     ]

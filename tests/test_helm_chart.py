@@ -1,0 +1,249 @@
+"""The Helm chart (deploy/helm/kubenexus) through Helm's own Go code (helm-python-sdk: the Helm v4 SDK as a
+shared library): it lints clean; its default render is exactly the plain YAML in deploy/, object by object;
+extender mode adds the second kube-scheduler with deploy/scheduler/kube-scheduler-config.yaml and drops the
+binder; values land where they should; every rendered object of both modes is valid under the official
+Kubernetes schemas, as tests/test_deploy_schemas.py checks deploy/ itself.
+
+No cluster is involved: this is what `helm template` produces, not what `helm install` applies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from helm_python.chart import Chart, lint
+from helm_python.errors import HelmRenderError
+
+from tests.test_deploy_pod_security import restricted_violations
+from tests.test_deploy_schemas import NEWEST_KNOWN, OLDEST_SUPPORTED
+
+Json = dict[str, Any]
+Key = tuple[str, str, str]  # kind, namespace, name
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+CHART = DEPLOY / "helm" / "kubenexus"
+# The plain YAML the default render must reproduce; the CRD travels in the chart's crds/ (Helm applies it
+# first and never templates it), the scheduler configuration inside extender mode's ConfigMap.
+PLAIN_DIRECTORIES = ("agent", "placement")
+CERT_MANAGER = DEPLOY / "placement" / "cert-manager"
+KUBE_SCHEDULER_CONFIG = DEPLOY / "scheduler" / "kube-scheduler-config.yaml"
+# Kinds without an official schema: cert-manager's CRDs (tests/test_deploy_schemas.py checks them).
+NOT_OFFICIAL_GROUPS = {"cert-manager.io"}
+
+
+def _render(values: Json | None = None) -> list[Json]:
+    manifests = Chart.load(CHART).render(values, name="kubenexus", namespace="kubenexus-system")
+    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def _plain(paths: list[Path]) -> list[Json]:
+    return [doc for path in paths for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def _plain_default() -> list[Json]:
+    return _plain([path for directory in PLAIN_DIRECTORIES for path in sorted((DEPLOY / directory).glob("*.yaml"))])
+
+
+def _by_key(docs: list[Json]) -> dict[Key, Json]:
+    keyed = {(doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): doc for doc in docs}
+    assert len(keyed) == len(docs), "two objects with one kind, namespace and name"
+    return keyed
+
+
+def _containers(docs: list[Json], kind: str, name: str) -> dict[str, Json]:
+    [workload] = [doc for doc in docs if doc["kind"] == kind and doc["metadata"]["name"] == name]
+    return {container["name"]: container for container in workload["spec"]["template"]["spec"]["containers"]}
+
+
+def _pod_spec(docs: list[Json], kind: str, name: str) -> Json:
+    [workload] = [doc for doc in docs if doc["kind"] == kind and doc["metadata"]["name"] == name]
+    spec: Json = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_chart_lints_clean_under_strict_mode() -> None:
+    for values in ({}, {"scheduler": {"mode": "extender"}, "tls": {"certManager": True}}):
+        report = lint(CHART, values, strict=True, kube_version="v1.30.0")
+        problems = [message for message in report["messages"] if message["severity"] >= 2]
+        assert report["errors"] == [], (values, report)
+        assert problems == [], (values, report)
+
+
+def test_the_default_render_is_the_plain_yaml_object_by_object() -> None:
+    rendered, plain = _by_key(_render()), _by_key(_plain_default())
+    assert sorted(rendered) == sorted(plain)
+    for key, doc in plain.items():
+        assert rendered[key] == doc, f"the chart's {key} differs from deploy/"
+
+
+def test_cert_manager_on_adds_exactly_the_plain_certificates() -> None:
+    rendered = _by_key(_render({"tls": {"certManager": True}}))
+    default = _by_key(_render())
+    added = {key: doc for key, doc in rendered.items() if key not in default}
+    assert added == _by_key(_plain(sorted(CERT_MANAGER.glob("*.yaml"))))
+
+
+def test_the_chart_ships_the_plain_crd() -> None:
+    [crd] = Chart.load(CHART).crds
+    assert yaml.safe_load(crd["data"]) == yaml.safe_load((DEPLOY / "crd" / "noderesourcetopologies.yaml").read_text())
+
+
+def test_extender_mode_runs_a_second_kube_scheduler_with_the_plain_config_and_no_binder() -> None:
+    docs = _render({"scheduler": {"mode": "extender"}})
+    keys = set(_by_key(docs))
+    assert {
+        ("ServiceAccount", "kubenexus-system", "kubenexus-kube-scheduler"),
+        ("ClusterRoleBinding", "", "kubenexus-kube-scheduler-as-kube-scheduler"),
+        ("ClusterRoleBinding", "", "kubenexus-kube-scheduler-as-volume-scheduler"),
+        ("RoleBinding", "kube-system", "kubenexus-kube-scheduler-extension-apiserver-authentication-reader"),
+        ("Role", "kubenexus-system", "kubenexus-kube-scheduler-lease"),
+        ("RoleBinding", "kubenexus-system", "kubenexus-kube-scheduler-lease"),
+        ("ConfigMap", "kubenexus-system", "kubenexus-kube-scheduler-config"),
+        ("Deployment", "kubenexus-system", "kubenexus-scheduler"),
+    } <= keys
+    bound_roles = {doc["roleRef"]["name"] for doc in docs if doc["kind"] in {"ClusterRoleBinding", "RoleBinding"}}
+    assert {
+        "system:kube-scheduler",
+        "system:volume-scheduler",
+        "extension-apiserver-authentication-reader",
+    } <= bound_roles
+
+    [config_map] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-kube-scheduler-config"]
+    config = yaml.safe_load(config_map["data"]["kube-scheduler-config.yaml"])
+    assert config == yaml.safe_load(KUBE_SCHEDULER_CONFIG.read_text())
+
+    [lease_role] = [doc for doc in docs if doc["kind"] == "Role" and doc["metadata"]["name"].endswith("-lease")]
+    assert lease_role["rules"][0]["resourceNames"] == [config["leaderElection"]["resourceName"]]
+    assert lease_role["metadata"]["namespace"] == config["leaderElection"]["resourceNamespace"]
+
+    pod = _pod_spec(docs, "Deployment", "kubenexus-scheduler")
+    [scheduler] = pod["containers"]
+    assert scheduler["image"].startswith("registry.k8s.io/kube-scheduler:")
+    assert "--config=/etc/kubenexus/kube-scheduler-config.yaml" in scheduler["command"]
+    mounts = {mount["mountPath"]: mount["name"] for mount in scheduler["volumeMounts"]}
+    secrets = {volume["name"]: volume["secret"]["secretName"] for volume in pod["volumes"] if "secret" in volume}
+    assert secrets[mounts["/etc/kubenexus/extender-client"]] == "kubenexus-kube-scheduler-client-tls"
+    tls_dir = "/etc/kubenexus/extender-client/"
+    assert config["extenders"][0]["tlsConfig"]["caFile"].startswith(tls_dir)
+
+    # The placement NetworkPolicy admits this label to the extender.
+    [deployment] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-scheduler"]
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "kubenexus-kube-scheduler"
+
+    assert set(_containers(docs, "Deployment", "kubenexus-placement")) == {"placement", "extender"}
+    assert set(_containers(_render(), "Deployment", "kubenexus-placement")) == {"placement", "extender", "binder"}
+
+
+def test_the_second_kube_scheduler_passes_its_namespaces_restricted_pod_security() -> None:
+    docs = _render({"scheduler": {"mode": "extender"}})
+    [deployment] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-scheduler"]
+    [namespace] = [doc for doc in docs if doc["kind"] == "Namespace" and doc["metadata"]["name"] == "kubenexus-system"]
+    assert deployment["metadata"]["namespace"] == "kubenexus-system"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    template = deployment["spec"]["template"]
+    assert restricted_violations(template["metadata"], template["spec"]) == set()
+
+
+def test_binder_mode_renders_no_kube_scheduler() -> None:
+    names = {doc["metadata"]["name"] for doc in _render({"scheduler": {"mode": "binder"}})}
+    assert not any(name.startswith("kubenexus-kube-scheduler") or name == "kubenexus-scheduler" for name in names)
+
+
+def test_an_unknown_mode_fails_with_one_sentence_naming_it() -> None:
+    with pytest.raises(
+        HelmRenderError, match=r'scheduler.mode "standalone" is not accepted: use binder .* or extender'
+    ):
+        _render({"scheduler": {"mode": "standalone"}})
+
+
+def test_values_land_where_they_should() -> None:
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    docs = _render(
+        {
+            "scheduler": {"mode": "extender", "kubeScheduler": {"image": {"tag": "v1.33.2"}}},
+            "agent": {
+                "image": {"repository": "registry.example/agent", "tag": "1.2.3", "pullPolicy": "Always"},
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [toleration],
+                "resources": {"requests": {"cpu": "50m"}},
+            },
+            "placement": {
+                "image": {"tag": "9.9.9"},
+                "nodeSelector": {"pool": "system"},
+                "tolerations": [toleration],
+                "resources": {"extender": {"limits": {"memory": "512Mi"}}},
+            },
+            "tls": {"secrets": {"placementServer": "my-server-tls", "kubeSchedulerClient": "my-ks-tls"}},
+        }
+    )
+    [agent] = _containers(docs, "DaemonSet", "kubenexus-agent").values()
+    assert (agent["image"], agent["imagePullPolicy"]) == ("registry.example/agent:1.2.3", "Always")
+    # Helm merges a map value into the default: the other requests and limits stay.
+    assert agent["resources"] == {
+        "requests": {"cpu": "50m", "memory": "80Mi"},
+        "limits": {"cpu": "500m", "memory": "160Mi"},
+    }
+    agent_pod = _pod_spec(docs, "DaemonSet", "kubenexus-agent")
+    # A list replaces the default; a map is merged into it (null removes a default key, below).
+    assert agent_pod["tolerations"] == [toleration]
+    assert agent_pod["nodeSelector"] == {"nvidia.com/gpu.present": "true", "pool": "gpu"}
+    replaced = _render({"agent": {"nodeSelector": {"nvidia.com/gpu.present": None, "pool": "gpu"}}})
+    assert _pod_spec(replaced, "DaemonSet", "kubenexus-agent")["nodeSelector"] == {"pool": "gpu"}
+
+    placement = _containers(docs, "Deployment", "kubenexus-placement")
+    assert {container["image"] for container in placement.values()} == {"kubenexus/placement:9.9.9"}
+    assert placement["extender"]["resources"] == {
+        "requests": {"cpu": "100m", "memory": "96Mi"},
+        "limits": {"memory": "512Mi"},
+    }
+    assert placement["placement"]["resources"] == {
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"memory": "1Gi"},
+    }
+    placement_pod = _pod_spec(docs, "Deployment", "kubenexus-placement")
+    assert (placement_pod["nodeSelector"], placement_pod["tolerations"]) == ({"pool": "system"}, [toleration])
+    volumes = {volume["name"]: volume for volume in placement_pod["volumes"]}
+    assert volumes["server-tls"]["secret"]["secretName"] == "my-server-tls"
+
+    [scheduler] = _containers(docs, "Deployment", "kubenexus-scheduler").values()
+    assert scheduler["image"] == "registry.k8s.io/kube-scheduler:v1.33.2"
+    scheduler_volumes = _pod_spec(docs, "Deployment", "kubenexus-scheduler")["volumes"]
+    assert {
+        "name": "extender-client-tls",
+        "secret": {"secretName": "my-ks-tls", "defaultMode": 288},
+    } in scheduler_volumes
+
+
+def test_workload_policies_off_drops_the_config_map_its_flag_and_its_mount() -> None:
+    docs = _render({"placement": {"workloadPolicies": {"enabled": False}}})
+    assert "kubenexus-workload-policies" not in {doc["metadata"]["name"] for doc in docs}
+    service = _containers(docs, "Deployment", "kubenexus-placement")["placement"]
+    assert not any(arg.startswith("--workload-policies") for arg in service["args"])
+    assert {mount["name"] for mount in service["volumeMounts"]} == {"server-tls"}
+    assert "workload-policies" not in {
+        volume["name"] for volume in _pod_spec(docs, "Deployment", "kubenexus-placement")["volumes"]
+    }
+
+
+@pytest.mark.parametrize("version", [OLDEST_SUPPORTED, NEWEST_KNOWN])
+def test_every_rendered_object_of_both_modes_is_valid_under_the_official_schema(version: str) -> None:
+    # Most objects are the same in both modes: each distinct one is validated once.
+    distinct = {
+        json.dumps(doc, sort_keys=True): doc
+        for mode in ("binder", "extender")
+        for doc in _render({"scheduler": {"mode": mode}, "tls": {"certManager": True}})
+        if doc["apiVersion"].partition("/")[0] not in NOT_OFFICIAL_GROUPS
+    }
+    problems = []
+    for doc in distinct.values():
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            where = "/".join(str(part) for part in error.absolute_path)
+            problems.append(f"{doc['kind']}/{doc['metadata']['name']}: {where}: {error.message}")
+    assert problems == []
