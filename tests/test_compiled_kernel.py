@@ -163,14 +163,14 @@ def demands(draw: st.DrawFn) -> PodDemand:
     )
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(node_arrays(), demands())
 def test_compiled_verdicts_are_the_numpy_paths(arrays: NodeArrays, demand: PodDemand) -> None:
     rows = np.arange(len(arrays.numa_count), dtype=np.int64)
     assert_same_verdicts(*both(lambda: filter_nodes(arrays, rows, demand)))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(node_arrays(), demands(), st.sampled_from(INTENTS))
 def test_compiled_score_components_are_the_numpy_paths(
     arrays: NodeArrays, demand: PodDemand, intent: PodIntent | None
@@ -179,7 +179,7 @@ def test_compiled_score_components_are_the_numpy_paths(
     assert_same_components(*both(lambda: node_components(arrays, rows, demand, intent=intent)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(kubelet_nodes(), min_size=1, max_size=6), kubelet_pods())
 def test_compiled_verdicts_on_kubelet_model_nodes(cluster: list[object], pod: Pod) -> None:
     """The nodes and pods of the kubelet-fidelity property (tests/test_feasibility.py)."""

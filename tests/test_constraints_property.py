@@ -329,7 +329,7 @@ def assert_same(cluster: ListCluster, pod: IncomingPod, cache: ConstraintCache) 
             assert got_scores[plugin].tolist() == [float(v) for v in expected], plugin
 
 
-@settings(max_examples=150)  # 300 before; 18 s of a suite that must stay under 5 minutes
+@settings(max_examples=100)  # 300 before: 18 s of a suite that must stay under 5 minutes
 @given(scenarios(), st.data())
 def test_vectorised_equals_reference(
     scenario: tuple[ListCluster, IncomingPod, IncomingPod], data: st.DataObject
@@ -354,7 +354,7 @@ def test_vectorised_equals_reference(
     assert np.array_equal(cluster.rows(), cluster.rows())
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(scenarios(), st.data())
 def test_a_pod_that_constrains_nothing_gets_what_the_plugins_give(
     scenario: tuple[ListCluster, IncomingPod, IncomingPod], data: st.DataObject
@@ -386,7 +386,7 @@ def test_a_pod_that_constrains_nothing_gets_what_the_plugins_give(
     assert dict(scored.shares) == dict(expected.shares)
 
 
-@settings(max_examples=150)
+@settings(max_examples=80)
 @given(scenarios(), st.data())
 def test_a_kept_verdict_is_the_plugins_verdict_while_the_cluster_holds_still(
     scenario: tuple[ListCluster, IncomingPod, IncomingPod], data: st.DataObject

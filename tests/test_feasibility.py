@@ -174,7 +174,7 @@ def pods(draw: st.DrawFn) -> Pod:
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(nodes(), min_size=1, max_size=6), pods())
 def test_vectorised_admission_is_the_kubelets(cluster: list[NodeResources], pod: Pod) -> None:
     """Every node called feasible is admitted by the exact kubelet model, and (node-level amounts aside,

@@ -20,7 +20,7 @@ TEXTS = st.one_of(
 
 
 @given(texts=st.lists(TEXTS, min_size=1, max_size=20))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_kept_answers_are_the_fresh_ones(texts: list[str | int | float]) -> None:
     for text in texts + texts:  # the second pass reads the kept answers
         assert quantity_value(text) == quantity._value(text)
