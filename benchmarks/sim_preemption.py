@@ -30,8 +30,8 @@ from placement.sim.trace import (
     TraceError,
     TraceNode,
     TracePod,
-    load_nodes,
-    load_pods,
+    missing_trace,
+    read_trace,
     shared_data_dir,
 )
 
@@ -134,10 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
         print("sim_preemption: --seeds, --subsample and --jobs must be at least 1", file=sys.stderr)
         return 2
+    missing = missing_trace(args.nodes, args.pods)
+    if missing is not None:
+        print(f"sim_preemption: {missing}", file=sys.stderr)
+        return 2
     try:
-        nodes = load_nodes(args.nodes)[:: args.subsample]
-        pods = load_pods(args.pods)[:: args.subsample]
-    except (OSError, TraceError) as error:
+        nodes, pods = read_trace(args.nodes, args.pods, subsample=args.subsample)
+    except TraceError as error:
         print(f"sim_preemption: cannot read the trace: {error}", file=sys.stderr)
         return 1
     runs = run_all(nodes, pods, rules, seeds=args.seeds, jobs=args.jobs)

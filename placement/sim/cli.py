@@ -35,8 +35,8 @@ from placement.sim.trace import (
     TraceError,
     TraceNode,
     TracePod,
-    load_nodes,
-    load_pods,
+    missing_trace,
+    read_trace,
     shared_data_dir,
 )
 
@@ -177,18 +177,13 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
         print("simulate: --seeds, --subsample and --jobs must be at least 1", file=sys.stderr)
         return 2
-    missing = next((path for path in (args.nodes, args.pods) if not path.is_file()), None)
+    missing = missing_trace(args.nodes, args.pods)
     if missing is not None:
-        print(
-            f"simulate: no trace file at {missing}: set KUBENEXUS_SHARED_DATA to the shared data folder (the one "
-            f"holding {TRACE_DIR}/) or pass --nodes and --pods",
-            file=sys.stderr,
-        )
+        print(f"simulate: {missing}", file=sys.stderr)
         return 2
     try:
-        nodes = load_nodes(args.nodes)[:: args.subsample]
-        pods = load_pods(args.pods)[:: args.subsample]
-    except (OSError, TraceError) as error:
+        nodes, pods = read_trace(args.nodes, args.pods, subsample=args.subsample)
+    except TraceError as error:
         print(f"simulate: cannot read the trace: {error}", file=sys.stderr)
         return 1
     runs = compare(

@@ -287,3 +287,22 @@ def node_topology(node: TraceNode, *, numa: bool = True) -> NodeTopology:
             cpu_manager_policy="static",
         ),
     )
+
+
+def missing_trace(*paths: Path) -> str | None:
+    """One sentence naming the first trace file that is not there and what to set; None when all are."""
+    missing = next((path for path in paths if not path.is_file()), None)
+    if missing is None:
+        return None
+    return (
+        f"no trace file at {missing}: set KUBENEXUS_SHARED_DATA to the shared data folder (the one holding "
+        f"{TRACE_DIR}/) or pass --nodes and --pods"
+    )
+
+
+def read_trace(nodes: Path, pods: Path, *, subsample: int = 1) -> tuple[list[TraceNode], list[TracePod]]:
+    """Every ``subsample``-th node and pod of the trace; ``TraceError`` saying why it cannot be read."""
+    try:
+        return load_nodes(nodes)[::subsample], load_pods(pods)[::subsample]
+    except OSError as error:
+        raise TraceError(str(error)) from None
