@@ -25,7 +25,7 @@ from kubenexus.kube.paths import collection_path
 from placement.core.annotations import FIELD_MANAGER, RESERVED_NODE_KEY, SCHEDULER_PLUGINS_KEY
 from placement.core.gang_sources import SOURCE_PODGROUP, SOURCE_SCHEDULER_PLUGINS, VOLCANO_GROUP_KEY
 from placement.shim.extender import Extender
-from placement.shim.gang_directory import API_OF, GroupApi
+from placement.shim.gang_directory import APIS_OF, GroupApi
 from tests.conftest import wait_until
 from tests.gang_cluster import NATIVE_PODGROUPS, PLUGIN_PODGROUPS, GangEmulator
 from tests.machines.node_topologies import nvswitch_node
@@ -75,12 +75,17 @@ PLUGINS = Source(
     "scheduler-plugins",
     {"plugins": True},
     PLUGIN_PODGROUPS,
-    API_OF[SOURCE_SCHEDULER_PLUGINS],
+    APIS_OF[SOURCE_SCHEDULER_PLUGINS][0],
     _plugins_gang,
     _plugins_member,
 )
 NATIVE = Source(
-    "native-v1alpha2", {"native": "v1alpha2"}, NATIVE_PODGROUPS, API_OF[SOURCE_PODGROUP], _native_gang, _native_member
+    "native-v1alpha2",
+    {"native": "v1alpha2"},
+    NATIVE_PODGROUPS,
+    next(api for api in APIS_OF[SOURCE_PODGROUP] if api.version == "v1alpha2"),  # what a 1.36 cluster serves
+    _native_gang,
+    _native_member,
 )
 
 
@@ -198,8 +203,8 @@ def test_a_member_of_a_group_from_an_api_the_cluster_does_not_serve_gets_an_erro
     with scene(tmp_path, None) as cluster:
         (member,) = cluster.members(NATIVE, 1)
         refused = (
-            "pod group default/train (scheduling.k8s.io/v1alpha2) cannot be read: the cluster does not serve "
-            "scheduling.k8s.io/v1alpha2 podgroups"
+            "pod group default/train (scheduling.k8s.io) cannot be read: the cluster does not serve "
+            "scheduling.k8s.io/v1beta1 (or v1alpha3, v1alpha2) podgroups"
         )
         wait_until(lambda: cluster.bind(member) == {"Error": refused}, what="the refusal once discovery is done")
         assert cluster.emulator.bindings == []

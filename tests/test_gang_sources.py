@@ -1,6 +1,7 @@
 """The gang sources' parsers (``placement.core.gang_sources``) on the real examples of ../shared/data/dra
-(the Kubernetes docs and KEP examples, scheduler-plugins' README, the API round-trip fixtures; read in place)
-and on small Volcano objects authored here after volcano.sh/apis scheduling/v1beta1 types.go."""
+(the Kubernetes docs and KEP examples, scheduler-plugins' README, the API round-trip fixtures; read in place),
+on Kubernetes 1.37 objects copied here from k8s.io/kubernetes v1.37.2 and k8s.io/api v0.37.2 (each names its
+file), and on small Volcano objects authored here after volcano.sh/apis scheduling/v1beta1 types.go."""
 
 from __future__ import annotations
 
@@ -72,6 +73,45 @@ def test_a_1_36_pod_joins_its_pod_group() -> None:
     assert group_of(pod) == PodGroupKey(SOURCE_PODGROUP, "some-ns", "training-worker-0")
 
 
+# 1.37 pods as upstream writes them: test/integration/scheduler_perf/podgroup/tas/templates/gang-pod.yaml (the
+# template's podGroupName filled in), and the API round-trip fixture testdata/HEAD/core.v1.Pod.json of
+# k8s.io/api v0.37.2 (its spec.schedulingGroup, the only group reference a 1.37 Pod has: workloadRef is
+# tombstoned in core/v1 types.go).
+_TAS_GANG_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "test-tas-scheduling-3", "namespace": "ml"},
+    "spec": {
+        "schedulingGroup": {"podGroupName": "gang-0"},
+        "containers": [{"image": "registry.k8s.io/pause:3.10.1", "name": "pause"}],
+    },
+}
+_ROUNDTRIP_1_37_POD = {
+    "kind": "Pod",
+    "apiVersion": "v1",
+    "metadata": {"name": "nameValue", "namespace": "namespaceValue"},
+    "spec": {"schedulingGroup": {"podGroupName": "podGroupNameValue"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("pod", "key"),
+    [
+        (_TAS_GANG_POD, PodGroupKey(SOURCE_PODGROUP, "ml", "gang-0")),
+        # "podGroupNameValue" is no DNS subdomain (capitals); the 1.37 validation refuses it too
+        # (pkg/apis/core/validation validateSchedulingGroup: ValidatePodGroupName).
+        (_ROUNDTRIP_1_37_POD, "pod namespaceValue/nameValue: invalid spec.schedulingGroup.podGroupName"),
+    ],
+    ids=["scheduler-perf-gang-pod", "round-trip-fixture"],
+)
+def test_a_1_37_pod_joins_its_pod_group(pod: dict[str, Any], key: PodGroupKey | str) -> None:
+    if isinstance(key, str):
+        with pytest.raises(GangSourceError, match=re.escape(key)):
+            group_of(pod)
+    else:
+        assert group_of(pod) == key
+
+
 def test_a_deployment_template_joins_by_scheduling_group() -> None:
     deployment = _load(
         WORKLOAD_API / "example-driver-podgroup-resourceclaimtemplate_apps_v1_Deployment_group-1_schedulingGroup.yaml"
@@ -109,7 +149,7 @@ def test_a_pod_naming_two_sources_is_refused_whole() -> None:
     with pytest.raises(GangSourceError) as refused:
         group_of(pod)
     assert str(refused.value) == (
-        "pod ml/p joins more than one pod group (ml/b (scheduling.k8s.io/v1alpha2) and ml/a "
+        "pod ml/p joins more than one pod group (ml/b (scheduling.k8s.io) and ml/a "
         "(scheduling.volcano.sh)); accepted: one group per pod"
     )
 
@@ -199,6 +239,139 @@ def test_native_pod_groups_of_the_1_36_docs_and_keps() -> None:
     assert from_template.gang
 
 
+# Kubernetes 1.37 PodGroups, in the JSON of k8s.io/api scheduling/v1beta1 and v1alpha3 (types.go json tags):
+# kube-scheduler's own benchmark objects (test/integration/scheduler_perf, their template values filled in)
+# and a PodGroup with every 1.37 field a controller copies from its Workload's template.
+def _pod_group_1_37(version: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    metadata = {"name": name, "namespace": "ml"}
+    return {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup", "metadata": metadata, "spec": spec}
+
+
+_FROM_TEMPLATE = {
+    "workloadRef": {"workloadName": "training-job-workload", "templateName": "workers"},
+    "schedulingPolicy": {"gang": {"minCount": 4}},
+    "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]},
+    "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": "imex-channel"}],
+    "disruptionMode": {"all": {}},
+    "priorityClassName": "high-priority",
+    "priority": 1000,
+    "preemptionPolicy": "PreemptLowerPriority",
+}
+
+
+@pytest.mark.parametrize(
+    ("pod_group", "expected"),
+    [
+        (  # podgroup/gangscheduling/templates/podgroup.yaml
+            _pod_group_1_37("v1beta1", "gang-0", {"schedulingPolicy": {"gang": {"minCount": 8}}}),
+            ("podgroup_gang-0", 8, True, ()),
+        ),
+        (  # podgroup/basicscheduling/templates/podgroup.yaml
+            _pod_group_1_37("v1beta1", "basic-group-0", {"schedulingPolicy": {"basic": {}}}),
+            ("podgroup_basic-group-0", 1, False, ()),
+        ),
+        (  # podgroup/tas/templates/podgroup.yaml
+            _pod_group_1_37(
+                "v1beta1",
+                "gang-0",
+                {
+                    "schedulingPolicy": {"gang": {"minCount": 4}},
+                    "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]},
+                },
+            ),
+            ("podgroup_gang-0", 4, True, (DomainConstraint("topology.kubernetes.io/rack", required=True),)),
+        ),
+        (  # templates/podgroup.yaml (v1alpha3, priority and disruptionMode set)
+            _pod_group_1_37(
+                "v1alpha3",
+                "gang-1",
+                {"priority": 1000, "disruptionMode": {"all": {}}, "schedulingPolicy": {"gang": {"minCount": 16}}},
+            ),
+            ("podgroup_gang-1", 16, True, ()),
+        ),
+        (  # created from the v1beta1 Workload training-job-workload's template "workers" (workloadRef)
+            _pod_group_1_37("v1beta1", "training-job-workers-0", _FROM_TEMPLATE),
+            ("podgroup_training-job-workers-0", 4, True, (DomainConstraint("topology.kubernetes.io/rack", True),)),
+        ),
+    ],
+    ids=["gang", "basic", "topology", "v1alpha3", "from-workload-template"],
+)
+def test_1_37_pod_groups(pod_group: dict[str, Any], expected: tuple[object, ...]) -> None:
+    definition = parse_native_pod_group(pod_group)
+    assert definition.key.source == SOURCE_PODGROUP
+    assert (definition.key.group_name, definition.min_member, definition.gang, definition.topology) == expected
+
+
+# testdata/HEAD/scheduling.k8s.io.v1beta1.PodGroup.json of k8s.io/api v0.37.2 (metadata trimmed to its name,
+# namespace and generation): every field set, so both policy members and a parent CompositePodGroup.
+_ROUNDTRIP_1_37_POD_GROUP: dict[str, Any] = {
+    "kind": "PodGroup",
+    "apiVersion": "scheduling.k8s.io/v1beta1",
+    "metadata": {"name": "nameValue", "namespace": "namespaceValue", "generation": 7},
+    "spec": {
+        "parentCompositePodGroupName": "parentCompositePodGroupNameValue",
+        "workloadRef": {"workloadName": "workloadNameValue", "templateName": "templateNameValue"},
+        "schedulingPolicy": {"basic": {}, "gang": {"minCount": 1}},
+        "schedulingConstraints": {"topology": [{"key": "keyValue"}]},
+        "resourceClaims": [
+            {
+                "name": "nameValue",
+                "resourceClaimName": "resourceClaimNameValue",
+                "resourceClaimTemplateName": "resourceClaimTemplateNameValue",
+            }
+        ],
+        "disruptionMode": {"single": {}, "all": {}},
+        "priorityClassName": "priorityClassNameValue",
+        "priority": 8,
+        "preemptionPolicy": "preemptionPolicyValue",
+    },
+    "status": {
+        "conditions": [
+            {
+                "type": "typeValue",
+                "status": "statusValue",
+                "observedGeneration": 3,
+                "lastTransitionTime": "2004-01-01T01:01:01Z",
+                "reason": "reasonValue",
+                "message": "messageValue",
+            }
+        ],
+        "resourceClaimStatuses": [{"name": "nameValue", "resourceClaimName": "resourceClaimNameValue"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("drop", "outcome"),
+    [
+        (
+            (),
+            "spec.parentCompositePodGroupName 'parentCompositePodGroupNameValue' is set; accepted: a PodGroup of no "
+            "CompositePodGroup (its all-or-nothing hierarchy is not read)",
+        ),
+        (("parentCompositePodGroupName",), "spec.schedulingPolicy sets basic, gang; accepted: exactly one of"),
+        (("parentCompositePodGroupName", "basic"), ("podgroup_nameValue", 1, True, ("keyValue",))),
+        (("parentCompositePodGroupName", "gang"), ("podgroup_nameValue", 1, False, ("keyValue",))),
+    ],
+    ids=["composite-child", "both-policies", "gang", "basic"],
+)
+def test_the_1_37_round_trip_pod_group(drop: tuple[str, ...], outcome: str | tuple[object, ...]) -> None:
+    """Refused as the API server refuses it (both union members) or as this service does (a CompositePodGroup
+    child); with those dropped, each union member alone is what a 1.37 API server stores."""
+    spec = dict(_ROUNDTRIP_1_37_POD_GROUP["spec"])
+    spec["schedulingPolicy"] = {k: v for k, v in spec["schedulingPolicy"].items() if k not in drop}
+    spec = {k: v for k, v in spec.items() if k not in drop}
+    pod_group = {**_ROUNDTRIP_1_37_POD_GROUP, "spec": spec}
+    if isinstance(outcome, str):
+        with pytest.raises(GangSourceError) as refused:
+            parse_native_pod_group(pod_group)
+        assert str(refused.value).startswith(f"PodGroup namespaceValue/nameValue (scheduling.k8s.io): {outcome}")
+        return
+    definition = parse_native_pod_group(pod_group)
+    levels = tuple(constraint.level for constraint in definition.topology)
+    assert (definition.key.group_name, definition.min_member, definition.gang, levels) == outcome
+
+
 def test_every_real_v1alpha2_pod_group_parses() -> None:
     paths = sorted(require_shared(WORKLOAD_API).glob("*v1alpha2_PodGroup*.yaml"))
     assert len(paths) >= 4
@@ -213,7 +386,7 @@ def test_the_round_trip_fixtures_with_both_policies_are_refused() -> None:
     with pytest.raises(GangSourceError) as refused:
         parse_native_pod_group(pod_group)
     assert str(refused.value) == (
-        "PodGroup namespaceValue/nameValue (scheduling.k8s.io/v1alpha2): spec.schedulingPolicy sets basic, gang; "
+        "PodGroup namespaceValue/nameValue (scheduling.k8s.io): spec.schedulingPolicy sets basic, gang; "
         "accepted: exactly one of basic: {} or gang: {minCount: N}"
     )
     workload = _load(ROUNDTRIP / "k8s-1.35.7_scheduling.k8s.io_v1alpha1_Workload_roundtrip-fuzz.yaml")
@@ -243,7 +416,7 @@ def test_a_gang_without_min_count_is_refused_as_the_api_server_does() -> None:
     with pytest.raises(GangSourceError) as refused:
         parse_native_pod_group({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {}}}})
     assert str(refused.value) == (
-        "PodGroup default/g (scheduling.k8s.io/v1alpha2): spec.schedulingPolicy.gang.minCount is missing; "
+        "PodGroup default/g (scheduling.k8s.io): spec.schedulingPolicy.gang.minCount is missing; "
         "accepted: a positive integer, e.g. 8"
     )
 

@@ -109,7 +109,7 @@ WAYS = {
             NATIVE_PODGROUPS,
             _object("scheduling.k8s.io/v1alpha2", "PodGroup", {"schedulingPolicy": {"gang": {"minCount": MEMBERS}}}),
             _native,
-            "waiting for the PodGroup object default/train (scheduling.k8s.io/v1alpha2)",
+            "waiting for the PodGroup object default/train (scheduling.k8s.io)",
         ),
         Way(
             "native-v1alpha1",
@@ -283,8 +283,8 @@ def test_a_cluster_serving_no_native_api_skips_it_clearly(tmp_path: Path, caplog
         try:
             create_pods(kubeconfig, _members(WAYS["native-v1alpha2"]))
             refused = (
-                "pod group default/train (scheduling.k8s.io/v1alpha2) cannot be read: the cluster does not "
-                "serve scheduling.k8s.io/v1alpha2 podgroups"
+                "pod group default/train (scheduling.k8s.io) cannot be read: the cluster does not "
+                "serve scheduling.k8s.io/v1beta1 (or v1alpha3, v1alpha2) podgroups"
             )
             wait_until(lambda: refused in _messages(emulator, "worker-7"), what="the refusal event")
             events = emulator.events("worker-7")
@@ -293,9 +293,9 @@ def test_a_cluster_serving_no_native_api_skips_it_clearly(tmp_path: Path, caplog
         finally:
             leader.kill()
     skipped = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
-    api = "scheduling.k8s.io/v1alpha2"
-    assert f"the cluster does not serve {api} podgroups: {api} pod groups are not read" in skipped
-    assert len([m for m in skipped if "v1alpha2" in m]) == 1
+    apis = "scheduling.k8s.io/v1beta1 (or v1alpha3, v1alpha2) podgroups"
+    assert f"the cluster does not serve {apis}: scheduling.k8s.io pod groups are not read" in skipped
+    assert len([m for m in skipped if apis in m]) == 1
 
 
 def test_a_basic_policy_group_places_its_pods_one_by_one(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""A group's status as the binder writes it back (``placement.shim.group_status.desired_status``), per API,
-and a group object's permit timeout reaching the coordinator (scheduler-plugins' scheduleTimeoutSeconds)."""
+"""A group's status as the binder writes it back (``placement.shim.group_status.desired_status``), per API
+(the native PodGroup's per version: Kubernetes 1.37's v1beta1 and v1alpha3, 1.36's v1alpha2), and a group
+object's permit timeout reaching the coordinator (scheduler-plugins' scheduleTimeoutSeconds)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,10 +20,12 @@ from placement.core.gang_sources import (
 )
 from placement.core.podgroup import DomainConstraint, GroupRef
 from placement.service.errors import InvalidRequest
-from placement.shim.group_status import GroupOutcome, desired_status
+from placement.shim.gang_directory import APIS_OF, GroupApi, Seen
+from placement.shim.group_status import GroupOutcome, GroupStatusWriter, desired_status
 from placement.state.gangs import GangConfig, GangPlacement
 from tests.gang_fixtures import Cluster, member
 from tests.machines.node_topologies import nvswitch_node
+from tests.test_gang_directory import ScriptedApi
 
 NOW = "2026-05-01T10:00:00Z"
 LATER = "2026-05-01T10:05:00Z"
@@ -31,6 +35,14 @@ def _definition(source: str, minimum: int = 2) -> GroupDefinition:
     return GroupDefinition(PodGroupKey(source, "ml", "train"), minimum)
 
 
+def _api(source: str, version: str = "") -> GroupApi:
+    """The source's API at ``version`` (its preferred one when empty)."""
+    return next(api for api in APIS_OF[source] if api.version == version or not version)
+
+
+PLUGINS, VOLCANO = _api(SOURCE_SCHEDULER_PLUGINS), _api(SOURCE_VOLCANO)
+
+
 def _pods(*states: tuple[bool, str]) -> list[dict[str, Any]]:
     """Member pods: (bound, phase) each."""
     return [{"spec": {"nodeName": "a"} if bound else {}, "status": {"phase": phase}} for bound, phase in states]
@@ -38,10 +50,18 @@ def _pods(*states: tuple[bool, str]) -> list[dict[str, Any]]:
 
 def test_scheduler_plugins_phases_follow_its_podgroup_controller() -> None:
     definition = _definition(SOURCE_SCHEDULER_PLUGINS)
-    waiting = desired_status(definition, {}, _pods((False, "Pending")), GroupOutcome.WAITING_FOR_MEMBERS, "", now=NOW)
+    waiting = desired_status(
+        definition, {}, _pods((False, "Pending")), GroupOutcome.WAITING_FOR_MEMBERS, "", api=PLUGINS, now=NOW
+    )
     assert waiting == {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0}
     scheduling = desired_status(
-        definition, {"status": waiting}, _pods((True, "Pending"), (True, "Pending")), GroupOutcome.PLACED, "", now=NOW
+        definition,
+        {"status": waiting},
+        _pods((True, "Pending"), (True, "Pending")),
+        GroupOutcome.PLACED,
+        "",
+        api=PLUGINS,
+        now=NOW,
     )
     assert scheduling == {"phase": "Scheduling", "scheduleStartTime": NOW, "running": 0, "succeeded": 0, "failed": 0}
     running = desired_status(
@@ -50,22 +70,37 @@ def test_scheduler_plugins_phases_follow_its_podgroup_controller() -> None:
         _pods((True, "Running"), (True, "Running")),
         GroupOutcome.PLACED,
         "",
+        api=PLUGINS,
         now=LATER,
     )
     assert running["phase"] == "Running"
     assert running["scheduleStartTime"] == NOW  # set once, when it first entered Scheduling
     failed = desired_status(
-        definition, {"status": running}, _pods((True, "Failed"), (True, "Running")), GroupOutcome.PLACED, "", now=LATER
+        definition,
+        {"status": running},
+        _pods((True, "Failed"), (True, "Running")),
+        GroupOutcome.PLACED,
+        "",
+        api=PLUGINS,
+        now=LATER,
     )
     assert failed["phase"] == "Failed"
     finished = _pods((True, "Succeeded"), (True, "Succeeded"))
-    assert desired_status(definition, {}, finished, GroupOutcome.PLACED, "", now=LATER)["phase"] == "Finished"
+    assert (
+        desired_status(definition, {}, finished, GroupOutcome.PLACED, "", api=PLUGINS, now=LATER)["phase"] == "Finished"
+    )
 
 
 def test_volcano_conditions_as_its_gang_plugin_writes_them() -> None:
     definition = _definition(SOURCE_VOLCANO)
     stuck = desired_status(
-        definition, {}, _pods((False, "Pending"), (False, "Pending")), GroupOutcome.UNSCHEDULABLE, "no room", now=NOW
+        definition,
+        {},
+        _pods((False, "Pending"), (False, "Pending")),
+        GroupOutcome.UNSCHEDULABLE,
+        "no room",
+        api=VOLCANO,
+        now=NOW,
     )
     assert stuck["phase"] == "Pending"
     assert stuck["conditions"] == [
@@ -83,29 +118,58 @@ def test_volcano_conditions_as_its_gang_plugin_writes_them() -> None:
         _pods((False, "Pending"), (False, "Pending")),
         GroupOutcome.UNSCHEDULABLE,
         "no room",
+        api=VOLCANO,
         now=LATER,
     )
     assert again == stuck  # nothing changed: the same status, so nothing is written
     placed = desired_status(
-        definition, {"status": stuck}, _pods((False, "Pending"), (False, "Pending")), GroupOutcome.PLACED, "", now=LATER
+        definition,
+        {"status": stuck},
+        _pods((False, "Pending"), (False, "Pending")),
+        GroupOutcome.PLACED,
+        "",
+        api=VOLCANO,
+        now=LATER,
     )
     assert placed["phase"] == "Inqueue"
     assert [c["type"] for c in placed["conditions"]] == ["Unschedulable", "Scheduled"]
     bound = desired_status(
-        definition, {"status": placed}, _pods((True, "Pending"), (True, "Pending")), GroupOutcome.PLACED, "", now=LATER
+        definition,
+        {"status": placed},
+        _pods((True, "Pending"), (True, "Pending")),
+        GroupOutcome.PLACED,
+        "",
+        api=VOLCANO,
+        now=LATER,
     )
     assert bound["phase"] == "Running"
 
 
-def test_native_pod_group_scheduled_condition() -> None:
-    definition = _definition(SOURCE_PODGROUP)
+@pytest.mark.parametrize(
+    ("version", "kind"),
+    [
+        ("v1beta1", "PodGroupInitiallyScheduled"),  # Kubernetes 1.37 (k8s.io/api scheduling/v1beta1 types.go)
+        ("v1alpha3", "PodGroupInitiallyScheduled"),  # Kubernetes 1.37, the alpha version of the same type
+        ("v1alpha2", "PodGroupScheduled"),  # Kubernetes 1.36
+    ],
+)
+def test_native_pod_group_scheduled_condition(version: str, kind: str) -> None:
+    """The condition kube-scheduler sets (schedule_one_podgroup.go): False with reason Unschedulable while no
+    room is found, True with reason Scheduled once minCount members are bound."""
+    api, definition = _api(SOURCE_PODGROUP, version), _definition(SOURCE_PODGROUP)
     current = {"metadata": {"generation": 3}}
     unschedulable = desired_status(
-        definition, current, _pods((False, "Pending")), GroupOutcome.UNSCHEDULABLE, "0/2 nodes are available", now=NOW
+        definition,
+        current,
+        _pods((False, "Pending")),
+        GroupOutcome.UNSCHEDULABLE,
+        "0/2 nodes are available",
+        api=api,
+        now=NOW,
     )
     (condition,) = unschedulable["conditions"]
     assert condition == {
-        "type": "PodGroupScheduled",
+        "type": kind,
         "status": "False",
         "reason": "Unschedulable",
         "message": "0/2 nodes are available",
@@ -118,12 +182,72 @@ def test_native_pod_group_scheduled_condition() -> None:
         _pods((True, "Pending"), (True, "Pending")),
         GroupOutcome.PLACED,
         "",
+        api=api,
         now=LATER,
     )
     (condition,) = scheduled["conditions"]
-    assert (condition["status"], condition["reason"], condition["lastTransitionTime"]) == ("True", "Scheduled", LATER)
+    assert (condition["type"], condition["status"], condition["reason"], condition["lastTransitionTime"]) == (
+        kind,
+        "True",
+        "Scheduled",
+        LATER,
+    )
     # Members still missing leave the condition as it is.
-    assert desired_status(definition, current, [], GroupOutcome.WAITING_FOR_MEMBERS, "", now=NOW) == {}
+    assert desired_status(definition, current, [], GroupOutcome.WAITING_FOR_MEMBERS, "", api=api, now=NOW) == {}
+
+
+@pytest.mark.parametrize(("version", "regresses"), [("v1beta1", False), ("v1alpha3", False), ("v1alpha2", True)])
+def test_1_37s_initially_scheduled_condition_is_terminal_once_true(version: str, regresses: bool) -> None:
+    """A member evicted after the group was placed, and no room for its replacement: 1.37's
+    PodGroupInitiallyScheduled stays True (its types.go: "a terminal state"; updatePodGroupCondition never
+    regresses it), 1.36's PodGroupScheduled turns False."""
+    api, definition = _api(SOURCE_PODGROUP, version), _definition(SOURCE_PODGROUP)
+    current = {"metadata": {"generation": 1}}
+    placed = desired_status(
+        definition, current, _pods((True, "Running"), (True, "Running")), GroupOutcome.PLACED, "", api=api, now=NOW
+    )
+    after = desired_status(
+        definition,
+        {**current, "status": placed},
+        _pods((True, "Running"), (False, "Pending")),
+        GroupOutcome.UNSCHEDULABLE,
+        "0/2 nodes are available",
+        api=api,
+        now=LATER,
+    )
+    (condition,) = after["conditions"]
+    assert condition["status"] == ("False" if regresses else "True")
+    assert (after == placed) is not regresses
+
+
+def test_a_1_37_pod_groups_status_is_patched_through_v1beta1_status() -> None:
+    """The write goes to the version the object was read at, through /status, as kube-scheduler's
+    util.PatchPodGroupStatus (SchedulingV1beta1().PodGroups(ns).Patch(..., "status")); once per change."""
+    api = ScriptedApi()
+    writer = GroupStatusWriter(api, clock=lambda: datetime(2026, 5, 1, 10, tzinfo=UTC))
+    pod_group = {
+        "metadata": {"name": "train", "namespace": "ml", "generation": 2},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    seen = Seen(_api(SOURCE_PODGROUP, "v1beta1"), pod_group)
+    definition = _definition(SOURCE_PODGROUP)
+    bound = _pods((True, "Running"), (True, "Running"))
+    writer.observe(definition, seen, bound, GroupOutcome.PLACED, "")
+    writer.observe(definition, seen, bound, GroupOutcome.PLACED, "")  # nothing new: nothing written
+    condition = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "",
+        "observedGeneration": 2,
+        "lastTransitionTime": NOW,
+    }
+    assert api.patches == [
+        (
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/train/status",
+            {"status": {"conditions": [condition]}},
+        )
+    ]
 
 
 def test_a_group_objects_permit_timeout_replaces_the_configured_one() -> None:

@@ -6,7 +6,8 @@ Five ways to define a gang, one internal model (``GroupDefinition``) for all of 
     kubenexus                    none: the pods' labels                        pod-group.scheduling.kubenexus.io/name
     scheduling.x-k8s.io          scheduler-plugins PodGroup (v1alpha1)         label scheduling.x-k8s.io/pod-group
     scheduling.volcano.sh        Volcano PodGroup (v1beta1)                    annotation scheduling.k8s.io/group-name
-    scheduling.k8s.io/v1alpha2   native PodGroup (Kubernetes 1.36)             spec.schedulingGroup.podGroupName
+    scheduling.k8s.io            native PodGroup: v1beta1 or v1alpha3          spec.schedulingGroup.podGroupName
+                                 (Kubernetes 1.37), v1alpha2 (1.36)
     scheduling.k8s.io/v1alpha1   native Workload (Kubernetes 1.35)             spec.workloadRef {name, podGroup,
                                                                                podGroupReplicaKey}
 
@@ -25,6 +26,20 @@ Upstream sources of each rule:
 * Kubernetes 1.36 (KEP-5832, KEP-5732): ``Pod.spec.schedulingGroup.podGroupName`` names a PodGroup, which
   carries its own copy of the policy (``spec.schedulingPolicy``, the same union) and at most one
   ``schedulingConstraints.topology[].key``: every member on nodes with one value of that node label.
+* Kubernetes 1.37 (``scheduling.k8s.io`` v1beta1 and v1alpha3, gate GenericWorkload): the pod still names
+  its group by ``spec.schedulingGroup.podGroupName`` (k8s.io/api core/v1 types.go ``PodSchedulingGroup``;
+  ``spec.workloadRef`` is tombstoned), and the PodGroup keeps the 1.36 ``schedulingPolicy`` and
+  ``schedulingConstraints`` shapes (k8s.io/api scheduling/v1beta1 types.go ``PodGroupSpec``). The PodGroup
+  is the gang: kube-scheduler's gangscheduling plugin (pkg/scheduler/framework/plugins/gangscheduling/
+  gangscheduling.go, ``preEnqueueHierarchiesDisabled`` and ``permitPodGroup``) reads the pod's PodGroup
+  and its ``schedulingPolicy.gang.minCount``, the topologyaware plugin (topologyaware/topology_placement.go,
+  ``getTopologyKey``) its ``schedulingConstraints.topology[0].key`` (gate TopologyAwareWorkloadScheduling,
+  alpha in 1.37); neither reads a Workload. A 1.37 Workload holds only templates
+  (``spec.podGroupTemplates``) that controllers copy into PodGroups, and a PodGroup's ``spec.workloadRef
+  {workloadName, templateName}`` (1.36: ``podGroupTemplateRef.workload``) only records the template it
+  came from: neither is read here. A PodGroup with ``spec.parentCompositePodGroupName``
+  (gate CompositePodGroup, alpha: the v1alpha3 CompositePodGroup's ``minGroupCount`` child groups placed
+  all or nothing, gangscheduling.go ``permitPodForHierarchy``) is refused: that hierarchy is not modelled.
 
 The coordinator keys groups by ``GroupRef(namespace, name)`` and writes that name into its members' group
 labels, so the name must be a label value and must not collide across sources (``PodGroupKey.group_name``):
@@ -55,7 +70,8 @@ from placement.core.podgroup import DomainConstraint, GroupRef
 SOURCE_OURS = "kubenexus"
 SOURCE_SCHEDULER_PLUGINS = "scheduling.x-k8s.io"
 SOURCE_VOLCANO = "scheduling.volcano.sh"
-SOURCE_PODGROUP = "scheduling.k8s.io/v1alpha2"
+# Native PodGroups, whichever version the cluster serves: a pod names its PodGroup without a version.
+SOURCE_PODGROUP = "scheduling.k8s.io"
 SOURCE_WORKLOAD = "scheduling.k8s.io/v1alpha1"
 SOURCES = (SOURCE_OURS, SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP, SOURCE_WORKLOAD)
 
@@ -251,12 +267,19 @@ def _volcano_topology(where: str, network: Mapping[str, Any], tiers: Sequence[st
 
 
 def parse_native_pod_group(obj: Mapping[str, Any]) -> GroupDefinition:
-    """A native PodGroup (``scheduling.k8s.io/v1alpha2``, Kubernetes 1.36): ``spec.schedulingPolicy``
-    (basic, or gang with ``minCount``) and ``spec.schedulingConstraints.topology[].key``, each a required
-    ``DomainConstraint`` at that node label key (the API allows one entry)."""
+    """A native PodGroup (``scheduling.k8s.io`` v1beta1 or v1alpha3, Kubernetes 1.37; v1alpha2, 1.36):
+    ``spec.schedulingPolicy`` (basic, or gang with ``minCount``) and
+    ``spec.schedulingConstraints.topology[].key``, each a required ``DomainConstraint`` at that node label
+    key (the API allows one entry). The three versions share these fields' JSON."""
     key = PodGroupKey(SOURCE_PODGROUP, *_namespaced_name(obj))
     spec = _mapping(obj.get("spec"))
     where = f"PodGroup {key.object_name} ({key.source})"
+    parent = spec.get("parentCompositePodGroupName")
+    if parent is not None:
+        raise GangSourceError(
+            f"{where}: spec.parentCompositePodGroupName {parent!r} is set; accepted: a PodGroup of no "
+            "CompositePodGroup (its all-or-nothing hierarchy is not read)"
+        )
     minimum = _policy(where, "spec.schedulingPolicy", spec.get("schedulingPolicy"))
     constraints = _mapping(spec.get("schedulingConstraints"))
     topology = []

@@ -1,22 +1,28 @@
 """The shims' directory of pod-group objects (the binder's and the extender's, one each): which gang APIs the
 cluster serves, and what their objects ask.
 
-Four APIs define gangs with an object (``placement.core.gang_sources``)::
+Four sources define gangs with an object (``placement.core.gang_sources``), each read at the first of its
+APIs the cluster serves::
 
-    scheduling.k8s.io/v1alpha2    podGroups    Kubernetes 1.36 (gate GenericWorkload)
+    scheduling.k8s.io/v1beta1     podgroups    Kubernetes 1.37 (gate GenericWorkload, beta)
+    scheduling.k8s.io/v1alpha3    podgroups    Kubernetes 1.37 (the same PodGroup, alpha)
+    scheduling.k8s.io/v1alpha2    podgroups    Kubernetes 1.36 (gate GenericWorkload)
     scheduling.k8s.io/v1alpha1    workloads    Kubernetes 1.35 (gate GenericWorkload)
     scheduling.x-k8s.io/v1alpha1  podgroups    scheduler-plugins' CRD
     scheduling.volcano.sh/v1beta1 podgroups    Volcano's CRD
 
-Which are served is asked once per API group, from its discovery document (``GET /apis/<group>``, as
-``placement.cluster.dra_feed`` does): an API the cluster does not serve is skipped with one info log line,
-and a pod that names one of its groups is told so. A discovery call that fails otherwise (connection
-refused, 5xx, 403) is retried with backoff; meanwhile that API's groups wait ("not read yet"). Each served
-API then gets a ``Reflector`` (list, then watch) on its own thread. Serving an API later takes a restart.
+Which versions are served is asked once per API group, from its discovery document (``GET /apis/<group>``,
+as ``placement.cluster.dra_feed`` picks the ``resource.k8s.io`` version): a source none of whose APIs the
+cluster serves is skipped with one info log line, and a pod that names one of its groups is told so. A
+discovery call that fails otherwise (connection refused, 5xx, 403) is retried with backoff; meanwhile that
+group's sources wait ("not read yet"). The API each source is read at then gets a ``Reflector`` (list, then
+watch) on its own thread. Serving an API later (or a newer version of one: a cluster upgraded from 1.36 to
+1.37) takes a restart.
 
 ``definition(key)`` answers with the group's ``GroupDefinition``, or ``Unresolved``: why the group waits
 (its object is missing, or not read yet) or cannot be placed (the object is invalid, its API is not served).
-``current(key)`` is the object as last seen, for the status write-back (``group_status``).
+``current(key)`` is the object as last seen and the API it was read at, for the status write-back
+(``group_status``).
 """
 
 from __future__ import annotations
@@ -76,7 +82,12 @@ class GroupApi:
         return f"{self.group}/{self.version} {self.plural}"
 
 
+# Newest first: a source is read at the first of its APIs the cluster serves. Kubernetes 1.37 serves the
+# native PodGroup at v1beta1 and v1alpha3 (both with /status: k8s.io/api scheduling/v1beta1 types.go,
+# ``+k8s:supportsSubresource="/status"``), 1.36 at v1alpha2 only.
 GROUP_APIS = (
+    GroupApi(SOURCE_PODGROUP, SCHEDULING_GROUP, "v1beta1", "podgroups", "PodGroup", status_subresource=True),
+    GroupApi(SOURCE_PODGROUP, SCHEDULING_GROUP, "v1alpha3", "podgroups", "PodGroup", status_subresource=True),
     GroupApi(SOURCE_PODGROUP, SCHEDULING_GROUP, "v1alpha2", "podgroups", "PodGroup", status_subresource=True),
     GroupApi(SOURCE_WORKLOAD, SCHEDULING_GROUP, "v1alpha1", "workloads", "Workload", status_subresource=False),
     GroupApi(
@@ -91,7 +102,16 @@ GROUP_APIS = (
     # scheduling.volcano.sh_podgroups.yaml: ``subresources: {}``); its scheduler updates the whole object.
     GroupApi(SOURCE_VOLCANO, VOLCANO_GROUP, "v1beta1", "podgroups", "PodGroup", status_subresource=False),
 )
-API_OF = {api.source: api for api in GROUP_APIS}
+APIS_OF = {api.source: tuple(other for other in GROUP_APIS if other.source == api.source) for api in GROUP_APIS}
+
+
+def apis_named(source: str) -> str:
+    """A source's APIs as messages name them: ``scheduling.x-k8s.io/v1alpha1 podgroups``, or for a source
+    read at one of several versions ``scheduling.k8s.io/v1beta1 (or v1alpha3, v1alpha2) podgroups``."""
+    first, *others = APIS_OF[source]
+    if not others:
+        return first.name
+    return f"{first.group}/{first.version} (or {', '.join(api.version for api in others)}) {first.plural}"
 
 
 @dataclass(frozen=True)
@@ -103,23 +123,32 @@ class Unresolved:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """A group's object as last seen, and the API it was read at (where its status is written)."""
+
+    api: GroupApi
+    obj: Json
+
+
+@dataclass(frozen=True)
 class _Entry:
     obj: Json
     parsed: GroupDefinition | dict[str, GroupDefinition] | GangSourceError
 
 
 class _Reading:
-    """One API's state: discovered or not, served or not, and its objects by (namespace, name)."""
+    """One source's state: discovered or not, the API it is read at (None: none served), and its objects by
+    (namespace, name)."""
 
     def __init__(self) -> None:
         self.discovered = False
-        self.served = False
+        self.api: GroupApi | None = None
         self.reflector: Reflector | None = None
         self.objects: dict[ObjectKey, _Entry] = {}
 
 
 class GangDirectory:
-    """Discovery, then one reflector per served gang API; ``definition`` and ``current`` per group."""
+    """Discovery, then one reflector per source at its API served; ``definition`` and ``current`` per group."""
 
     def __init__(
         self,
@@ -138,7 +167,7 @@ class GangDirectory:
         self._backoff = backoff or Backoff()
         self._volcano_tiers = volcano_tiers
         self._lock = threading.Lock()
-        self._readings = {api.source: _Reading() for api in GROUP_APIS}
+        self._readings = {source: _Reading() for source in APIS_OF}
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -147,13 +176,15 @@ class GangDirectory:
         self.threads.append(thread)
 
     def run(self) -> None:
-        """Discover each API group once, then start the served APIs' reflectors (each on its own thread)."""
+        """Discover each API group once, then start a reflector (each on its own thread) per source at the
+        first of its APIs served."""
         for group in dict.fromkeys(api.group for api in GROUP_APIS):
             served = self._discover(group)
             if served is None:
                 return  # stopping
-            for api in (api for api in GROUP_APIS if api.group == group):
-                self._begin(api, api.version in served)
+            for source, apis in APIS_OF.items():
+                if apis[0].group == group:
+                    self._begin(source, next((api for api in apis if api.version in served), None))
 
     @property
     def synced(self) -> bool:
@@ -164,15 +195,16 @@ class GangDirectory:
 
     def definition(self, key: PodGroupKey) -> GroupDefinition | Unresolved:
         """The group's definition from its object, or why there is none now."""
-        api = API_OF[key.source]
         reading = self._readings[key.source]
         with self._lock:
             entry = reading.objects.get((key.namespace, key.name))
-            discovered, served, reflector = reading.discovered, reading.served, reading.reflector
-        if not discovered or (served and reflector is not None and not reflector.listed):
-            return Unresolved(f"waiting for pod group {key}: {api.name} not read yet", warning=False)
-        if not served:
-            return Unresolved(f"pod group {key} cannot be read: the cluster does not serve {api.name}", warning=True)
+            discovered, api, reflector = reading.discovered, reading.api, reading.reflector
+        if not discovered or (reflector is not None and not reflector.listed):
+            return Unresolved(f"waiting for pod group {key}: {apis_named(key.source)} not read yet", warning=False)
+        if api is None:
+            return Unresolved(
+                f"pod group {key} cannot be read: the cluster does not serve {apis_named(key.source)}", warning=True
+            )
         if entry is None:
             return Unresolved(
                 f"waiting for the {api.kind} object {key.namespace}/{key.name} ({key.source})", warning=False
@@ -192,11 +224,13 @@ class GangDirectory:
             )
         return definition_for_replica(found, key.replica_key) if key.replica_key else found
 
-    def current(self, key: PodGroupKey) -> Json | None:
-        """The group's object as last seen (None when unknown)."""
+    def current(self, key: PodGroupKey) -> Seen | None:
+        """The group's object as last seen and the API it was read at (None when unknown)."""
+        reading = self._readings[key.source]
         with self._lock:
-            entry = self._readings[key.source].objects.get((key.namespace, key.name))
-        return None if entry is None else entry.obj
+            entry = reading.objects.get((key.namespace, key.name))
+            api = reading.api
+        return None if entry is None or api is None else Seen(api, entry.obj)
 
     # --- discovery and reflecting ------------------------------------------------------------------------
 
@@ -220,10 +254,10 @@ class GangDirectory:
             return {str(v.get("version")) for v in versions if isinstance(v, Mapping)}
         return None
 
-    def _begin(self, api: GroupApi, served: bool) -> None:
-        reading = self._readings[api.source]
-        if not served:
-            log.info(f"the cluster does not serve {api.name}: {api.source} pod groups are not read")
+    def _begin(self, source: str, api: GroupApi | None) -> None:
+        reading = self._readings[source]
+        if api is None:
+            log.info(f"the cluster does not serve {apis_named(source)}: {source} pod groups are not read")
             with self._lock:
                 reading.discovered = True
             return
@@ -237,7 +271,7 @@ class GangDirectory:
             backoff=self._backoff,
         )
         with self._lock:
-            reading.served, reading.reflector, reading.discovered = True, reflector, True
+            reading.api, reading.reflector, reading.discovered = api, reflector, True
         thread = threading.Thread(target=reflector.run, name=f"gang directory {api.name}", daemon=True)
         thread.start()
         self.threads.append(thread)

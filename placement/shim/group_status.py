@@ -18,11 +18,15 @@ the object as last seen and with what it wrote last): a pass that learns nothing
   ``NotEnoughResources``, message ``"N/M tasks in gang unschedulable: <why>"``) while the service finds no
   room, ``Scheduled`` (True, reason ``"tasks in gang are ready to be scheduled"``) once placed; a condition
   of the same type is replaced, others are kept. ``running``, ``succeeded``, ``failed`` as above.
-* **native** PodGroup (``scheduling.k8s.io/v1alpha2``, through ``/status``): the ``PodGroupScheduled``
-  condition (KEP-5832 "PodGroup Status Lifecycle"; types ``PodGroupScheduled`` and reason
-  ``Unschedulable`` in k8s.io/api scheduling/v1alpha2): ``True`` once ``minCount`` members are bound
-  (reason ``Scheduled``: ours, upstream names none), ``False`` with reason ``Unschedulable`` and the
-  service's message while no room is found. Members still missing leave it as it is.
+* **native** PodGroup (``scheduling.k8s.io``, through ``/status`` of the version it is read at), one
+  condition as kube-scheduler sets it (pkg/scheduler/schedule_one_podgroup.go, ``updatePodGroupCondition``):
+  ``True`` with reason ``Scheduled`` once ``minCount`` members are bound, ``False`` with reason
+  ``Unschedulable`` (``PodGroupReasonUnschedulable``) and the service's message while no room is found;
+  ``observedGeneration`` the object's generation. Members still missing leave it as it is. Its type by
+  version: ``PodGroupInitiallyScheduled`` in v1beta1 and v1alpha3 (Kubernetes 1.37, k8s.io/api
+  scheduling/v1beta1 types.go, the well-known condition types), terminal once ``True``: never turned back
+  to ``False`` (``updatePodGroupCondition`` does not regress it); ``PodGroupScheduled`` in v1alpha2
+  (Kubernetes 1.36, KEP-5832 "PodGroup Status Lifecycle"), which follows the group both ways.
 * **native** Workload (``scheduling.k8s.io/v1alpha1``): the API has no status; nothing is written.
 """
 
@@ -44,13 +48,14 @@ from placement.core.gang_sources import (
     GroupDefinition,
     PodGroupKey,
 )
-from placement.shim.gang_directory import API_OF
+from placement.shim.gang_directory import GroupApi, Seen
 
 log = logging.getLogger("kubenexus.placement.binder")
 
 VOLCANO_UNSCHEDULABLE_REASON = "NotEnoughResources"  # volcano.sh/apis scheduling/v1beta1 NotEnoughResourcesReason
 VOLCANO_SCHEDULED_REASON = "tasks in gang are ready to be scheduled"  # gang.go, the Scheduled condition's reason
-NATIVE_CONDITION = "PodGroupScheduled"
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # k8s.io/api scheduling/v1beta1 PodGroupInitiallyScheduled
+NATIVE_CONDITION = {"v1beta1": INITIALLY_SCHEDULED, "v1alpha3": INITIALLY_SCHEDULED, "v1alpha2": "PodGroupScheduled"}
 _FINISHED = ("Succeeded", "Failed")
 
 
@@ -73,20 +78,21 @@ class GroupStatusWriter:
     def observe(
         self,
         definition: GroupDefinition,
-        current: Mapping[str, Any] | None,
+        current: Seen | None,
         members: Sequence[Mapping[str, Any]],
         outcome: GroupOutcome,
         message: str,
     ) -> None:
-        """Patch the group's status if ``outcome`` (with the members' pods) changes it; log a failure."""
+        """Patch the group's status (at the API its object was read at) if ``outcome`` (with the members'
+        pods) changes it; log a failure."""
         key = definition.key
         if current is None or key.source not in (SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP):
             return
-        before: Json = dict(current.get("status") or {})
-        after = desired_status(definition, current, members, outcome, message, now=_stamp(self._clock()))
+        api = current.api
+        before: Json = dict(current.obj.get("status") or {})
+        after = desired_status(definition, current.obj, members, outcome, message, api=api, now=_stamp(self._clock()))
         if after == before or after == self._written.get(key):
             return
-        api = API_OF[key.source]
         collection = collection_path(api.group, api.version, api.plural)
         path = object_path(collection, key.namespace, key.name, "status" if api.status_subresource else "")
         try:
@@ -108,25 +114,30 @@ def desired_status(
     outcome: GroupOutcome,
     message: str,
     *,
+    api: GroupApi,
     now: str,
 ) -> Json:
-    """The object's whole status after this observation (what was there, with our fields updated)."""
+    """The object's whole status after this observation (what was there, with our fields updated), as
+    ``api`` (the API the object was read at) defines it."""
     status: Json = dict(current.get("status") or {})
     counts = _counts(members)
     minimum = definition.min_member
-    if definition.source == SOURCE_SCHEDULER_PLUGINS:
+    if api.source == SOURCE_SCHEDULER_PLUGINS:
         phase = _plugins_phase(len(members), minimum, counts)
         if phase == "Scheduling" and not status.get("scheduleStartTime"):
             status["scheduleStartTime"] = now
         status |= {"phase": phase, **counts}
-    elif definition.source == SOURCE_VOLCANO:
+    elif api.source == SOURCE_VOLCANO:
         status |= {"phase": _volcano_phase(members, minimum, outcome, str(status.get("phase") or "")), **counts}
         condition = _volcano_condition(members, minimum, outcome, message)
         if condition is not None:
             status["conditions"] = _with_condition(status.get("conditions"), condition, now)
-    elif definition.source == SOURCE_PODGROUP:
-        condition = _native_condition(members, minimum, outcome, message, current)
-        if condition is not None:
+    elif api.source == SOURCE_PODGROUP:
+        condition = _native_condition(NATIVE_CONDITION[api.version], members, minimum, outcome, message)
+        if condition is not None and not _regresses(status, condition):
+            generation = (current.get("metadata") or {}).get("generation")
+            if isinstance(generation, int):
+                condition["observedGeneration"] = generation
             status["conditions"] = _with_condition(status.get("conditions"), condition, now)
     return status
 
@@ -178,19 +189,23 @@ def _volcano_condition(
 
 
 def _native_condition(
-    members: Sequence[Mapping[str, Any]],
-    minimum: int,
-    outcome: GroupOutcome,
-    message: str,
-    current: Mapping[str, Any],
+    kind: str, members: Sequence[Mapping[str, Any]], minimum: int, outcome: GroupOutcome, message: str
 ) -> Json | None:
-    generation = (current.get("metadata") or {}).get("generation")
-    extra: Json = {"observedGeneration": generation} if isinstance(generation, int) else {}
     if sum(1 for pod in members if _bound(pod)) >= minimum:
-        return {"type": NATIVE_CONDITION, "status": "True", "reason": "Scheduled", "message": "", **extra}
+        return {"type": kind, "status": "True", "reason": "Scheduled", "message": ""}
     if outcome is GroupOutcome.UNSCHEDULABLE:
-        return {"type": NATIVE_CONDITION, "status": "False", "reason": "Unschedulable", "message": message, **extra}
+        return {"type": kind, "status": "False", "reason": "Unschedulable", "message": message}
     return None
+
+
+def _regresses(status: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
+    """Whether ``condition`` would turn a True ``PodGroupInitiallyScheduled`` back: what
+    ``updatePodGroupCondition`` never writes."""
+    if condition["type"] != INITIALLY_SCHEDULED or condition["status"] == "True":
+        return False
+    conditions = status.get("conditions")
+    found = [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
+    return any(c.get("type") == INITIALLY_SCHEDULED and c.get("status") == "True" for c in found)
 
 
 def _with_condition(conditions: object, condition: Json, now: str) -> list[Json]:

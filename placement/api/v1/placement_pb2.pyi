@@ -1511,8 +1511,9 @@ class PodGroup(_message.Message):
     min_member: _builtins.int
     """members that must be placed together; the member count when 0"""
     source: _builtins.str
-    """The API the group was read from, for messages: "kubenexus" (pod labels; when empty),
-    "scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2", "scheduling.x-k8s.io", "scheduling.volcano.sh".
+    """The API the group was read from, for messages: "kubenexus" (pod labels; when empty), "scheduling.k8s.io"
+    (a native PodGroup, whichever version), "scheduling.k8s.io/v1alpha1" (a 1.35 Workload), "scheduling.x-k8s.io",
+    "scheduling.volcano.sh".
     """
     schedule_timeout_seconds: _builtins.int
     """How long reserved members may wait to bind before all are released (scheduler-plugins
