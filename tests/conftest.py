@@ -7,14 +7,18 @@ import os
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from kubenexus.topology.model import NodeTopology
 from tools.throwaway_certificates import make_certificates
+
+if TYPE_CHECKING:
+    from tests.control_plane import ControlPlane
 
 # Property tests judge results, not speed: on a loaded 2-core CI machine a slow example is no failure.
 settings.register_profile("kubenexus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,3 +99,47 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except (OSError, subprocess.CalledProcessError) as error:
         pytest.skip(f"openssl cannot make test certificates: {error}")
     return folder
+
+
+# -- the real control plane (tests marked ``cluster``) ------------------------------------------------------
+# Building it is the first run's long step (etcd and k8s.io/kubernetes from the Go modules); it happens once,
+# before the first test, with its progress on the terminal, and never again while the cache holds the build.
+REQUIRE_CONTROL_PLANE = os.environ.get("KUBENEXUS_REQUIRE_CONTROL_PLANE") == "1"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not any(item.get_closest_marker("cluster") for item in session.items):
+        return
+    from tools import control_plane as builder  # noqa: PLC0415
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    try:
+        if not builder.is_built(builder.bin_dir()):
+            builder.build(progress=progress)
+        builder.crd_files(builder.bin_dir())
+    except builder.BuildError as error:
+        session.config.stash[_BUILD_ERROR] = str(error)
+        progress(f"control plane: not built, the cluster tests will {'fail' if REQUIRE_CONTROL_PLANE else 'skip'}")
+
+
+_BUILD_ERROR = pytest.StashKey[str]()
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver v1.37, shared by every ``cluster`` test of the session (tests.control_plane)."""
+    from tests.control_plane import ControlPlane  # noqa: PLC0415
+
+    error = request.config.stash.get(_BUILD_ERROR, None)
+    if error is not None:
+        message = f"the test control plane could not be built: {error}"
+        if REQUIRE_CONTROL_PLANE:
+            pytest.fail(message)
+        pytest.skip(message)
+    with ControlPlane(tmp_path_factory.mktemp("control-plane")) as plane:
+        yield plane
