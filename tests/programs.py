@@ -99,6 +99,9 @@ class Program:
                 self.process.wait(timeout=timeout_s)
         for thread in self._threads:
             thread.join(10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
         return self.process.returncode
 
     def kill(self) -> None:
@@ -140,10 +143,21 @@ class Service(Program):
         return self
 
     def metric(self, sample: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        for line in text.splitlines():
-            name, _, value = line.rpartition(" ")
-            if name == sample:
-                return float(value)
-        return 0.0
+        return metric(f"http://127.0.0.1:{self.metrics_port}", sample)
+
+
+def metric(base: str, sample: str) -> float:
+    """One sample's value from the Prometheus text at ``base``/metrics (0 when absent)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == sample:
+            return float(value)
+    return 0.0
+
+
+def agent_logs(stderr: str) -> list[dict[str, Any]]:
+    """The agent's own JSON log lines from a stream it shares with others (pytest's captured stderr)."""
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("logger", "").startswith("kubenexus")]

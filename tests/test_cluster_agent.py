@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from tests.discovered_topologies import FIXTURES
 from tests.fake_sysfs import build_two_socket_host, write
 from tests.gpu_sysfs import build_gpu_sysfs
 from tests.machines.gpu_hardware import L40S_4X
-from tests.test_agent_cluster import LogReader, agent_logs, http_status, metric
+from tests.programs import Program, agent_logs, http_status, metric
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -205,27 +204,19 @@ def test_the_loop_publishes_once_serves_health_and_stops_on_sigterm(
     control_plane: ControlPlane, node: str, host: Path, kubeconfig: Path
 ) -> None:
     args = agent_args(node, host, kubeconfig, "--interval", "0.2", "--metrics-address", "127.0.0.1:0")
-    with subprocess.Popen(
-        [sys.executable, "-m", "agent.main", *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    ) as agent:
-        logs = LogReader(agent)
-        try:
-            port = logs.wait_for("serving /metrics, /healthz, /readyz")["port"]
-            base = f"http://127.0.0.1:{port}"
-            wait_until(lambda: http_status(f"{base}/readyz") == 200, timeout_s=60, what="the agent to be ready")
-            version = read(control_plane, node)[0]["metadata"]["resourceVersion"]
-            skipped = 'kubenexus_agent_publish_results_total{outcome="skipped",target="node"}'
-            wait_until(lambda: metric(base, skipped) >= 5, timeout_s=60, what="five skipped passes")
-            assert read(control_plane, node)[0]["metadata"]["resourceVersion"] == version
-            assert metric(base, 'kubenexus_agent_api_writes_total{target="node"}') == 1
-            agent.send_signal(signal.SIGTERM)
-            assert agent.wait(timeout=30) == 0
-        finally:
-            if agent.poll() is None:
-                agent.kill()
-        logs.join()
-    assert logs.find("stopping; the published topology stays in place") is not None
-    assert "Traceback" not in logs.text()
+    agent = Program("agent", args)
+    try:
+        base = f"http://127.0.0.1:{agent.wait_for('serving /metrics, /healthz, /readyz')['port']}"
+        wait_until(lambda: http_status(f"{base}/readyz") == 200, timeout_s=60, what="the agent to be ready")
+        version = read(control_plane, node)[0]["metadata"]["resourceVersion"]
+        skipped = 'kubenexus_agent_publish_results_total{outcome="skipped",target="node"}'
+        wait_until(lambda: metric(base, skipped) >= 5, timeout_s=60, what="five skipped passes")
+        assert read(control_plane, node)[0]["metadata"]["resourceVersion"] == version
+        assert metric(base, 'kubenexus_agent_api_writes_total{target="node"}') == 1
+    finally:
+        assert agent.stop() == 0
+    assert agent.find("stopping; the published topology stays in place") is not None
+    assert "Traceback" not in agent.text()
 
 
 def test_kubectl_shows_the_published_labels_and_nrt(
@@ -252,13 +243,18 @@ def test_kubectl_kubenexus_shows_cells_and_gpus(
     assert "CPUs     0-3,8-11 (8)" in out.stdout
 
 
-def test_kubectl_kubenexus_says_when_nothing_is_published(
-    control_plane: ControlPlane, node: str, tmp_path: Path
-) -> None:
-    out = kubectl_plugin(control_plane, tmp_path, node)
-    assert (out.returncode, out.stdout) == (1, "")
-    assert out.stderr == (
+def test_kubectl_kubenexus_errors_are_one_line(control_plane: ControlPlane, node: str, tmp_path: Path) -> None:
+    unpublished = kubectl_plugin(control_plane, tmp_path, node)
+    assert (unpublished.returncode, unpublished.stdout) == (1, "")
+    assert unpublished.stderr == (
         f"kubectl-kubenexus: node '{node}' has no published topology yet (is kubenexus-agent running on it?)\n"
+    )
+    missing = kubectl_plugin(control_plane, tmp_path, "no-such-node")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    # The plugin takes the node as its argument: no --node-name hint (that is the agent's flag).
+    assert missing.stderr == (
+        "kubectl-kubenexus: node 'no-such-node' not found in this cluster "
+        "(`kubectl get nodes` lists the names; --context or --kubeconfig picks another cluster)\n"
     )
 
 
