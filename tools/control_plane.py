@@ -24,9 +24,15 @@ from pathlib import Path
 
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.6.16"
-# scheduler-plugins' PodGroup CRD, as that project publishes it in its Go module (config/crd/bases).
-SCHEDULER_PLUGINS_MODULE = "sigs.k8s.io/scheduler-plugins@v0.34.7"
-SCHEDULER_PLUGINS_CRDS = ("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",)
+# Third-party CRDs as their projects publish them in their Go modules: what the product reads (scheduler-plugins'
+# PodGroup) and what deploy/ creates objects of (cert-manager's Certificate and Issuer).
+MODULE_CRDS = {
+    "sigs.k8s.io/scheduler-plugins@v0.34.7": ("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",),
+    "github.com/cert-manager/cert-manager@v1.21.2": (
+        "deploy/crds/cert-manager.io_issuers.yaml",
+        "deploy/crds/cert-manager.io_certificates.yaml",
+    ),
+}
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 BINARIES = ("etcd", *KUBE_COMMANDS)
@@ -137,25 +143,27 @@ def build(*, force: bool = False, progress: Callable[[str], None] = _print) -> P
     return target
 
 
-def crd_files(directory: Path) -> list[Path]:
-    """The third-party CRDs the product reads, copied from their Go modules into ``directory/crds`` once."""
+def crd_files(directory: Path) -> dict[str, Path]:
+    """The third-party CRDs (``MODULE_CRDS``) by file name, copied from their Go modules into ``directory/crds``
+    once."""
     target = directory / "crds"
-    wanted = [target / Path(name).name for name in SCHEDULER_PLUGINS_CRDS]
-    if all(path.is_file() for path in wanted):
+    wanted = {Path(name).name: target / Path(name).name for names in MODULE_CRDS.values() for name in names}
+    if all(path.is_file() for path in wanted.values()):
         return wanted
-    result = subprocess.run(
-        [_go(), "mod", "download", "-json", SCHEDULER_PLUGINS_MODULE],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=False,  # outside any module: go.sum stays as it is
-    )
-    if result.returncode != 0:
-        raise BuildError(f"go mod download {SCHEDULER_PLUGINS_MODULE} failed:\n{result.stdout}{result.stderr}")
-    module = Path(json.loads(result.stdout)["Dir"])
     target.mkdir(exist_ok=True)
-    for name, path in zip(SCHEDULER_PLUGINS_CRDS, wanted, strict=True):
-        shutil.copyfile(module / name, path)
+    for module, names in MODULE_CRDS.items():
+        result = subprocess.run(
+            [_go(), "mod", "download", "-json", module],
+            cwd=directory,  # outside any module: the tools modules' go.sum stays as it is
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise BuildError(f"go mod download {module} failed:\n{result.stdout}{result.stderr}")
+        source = Path(json.loads(result.stdout)["Dir"])
+        for name in names:
+            shutil.copyfile(source / name, wanted[Path(name).name])
     return wanted
 
 
