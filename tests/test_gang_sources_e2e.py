@@ -5,6 +5,11 @@ emulator serving the gang's API (``tests.gang_cluster``), the service a real gRP
 identically (the same node, NUMA cells and GPUs per member index), wait clearly while its object is
 missing, and have its status written back where the API has one, once per change. Verified only against
 the emulated API: no real kube-apiserver, scheduler-plugins controller or Volcano runs here.
+
+The gang of each API the real kube-apiserver v1.37 serves, and its status as that server accepts it, are
+tested in tests/test_cluster_binder.py. These stay on the emulator for what the real server does not give:
+every status write counted (it shows only the last), the 1.36 and 1.35 APIs (v1alpha2 PodGroups, v1alpha1
+Workloads), and a cluster that does not serve the native API at all.
 """
 
 from __future__ import annotations
@@ -296,19 +301,3 @@ def test_a_cluster_serving_no_native_api_skips_it_clearly(tmp_path: Path, caplog
     apis = "scheduling.k8s.io/v1beta1 (or v1alpha3, v1alpha2) podgroups"
     assert f"the cluster does not serve {apis}: scheduling.k8s.io pod groups are not read" in skipped
     assert len([m for m in skipped if apis in m]) == 1
-
-
-def test_a_basic_policy_group_places_its_pods_one_by_one(tmp_path: Path) -> None:
-    """A native PodGroup whose policy is basic is no gang: each member is placed as it comes."""
-    with GangEmulator(native="v1alpha2") as emulator:
-        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
-        publish_nodes(emulator, kubeconfig, {"h100-a": nvswitch_node(), "h100-b": nvswitch_node()})
-        emulator.put_object(
-            NATIVE_PODGROUPS, _object("scheduling.k8s.io/v1alpha2", "PodGroup", {"schedulingPolicy": {"basic": {}}})
-        )
-        leader = replica(emulator, kubeconfig, "placement-0").start()
-        try:
-            create_pods(kubeconfig, _members(WAYS["native-v1alpha2"])[:3])  # 3 of 8: a gang would wait
-            wait_until(lambda: len(emulator.bindings) == 3, what="three bindings")
-        finally:
-            leader.kill()

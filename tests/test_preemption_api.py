@@ -1,7 +1,7 @@
 """The Preempt RPC at the API edge: what a request may carry, how refusals read, what the metrics count.
 
 A real server on a loopback socket over a static index; the victims themselves are chosen in the end-to-end
-tests (tests/test_preemption_e2e.py), against the emulated API.
+tests (tests/test_cluster_binder.py), against the real API server.
 """
 
 from __future__ import annotations

@@ -100,6 +100,8 @@ def test_rbac_grants_what_the_feed_the_binder_and_the_election_use_and_no_more()
         (("resource.k8s.io",), ("resourceslices", "deviceclasses")): {"list", "watch"},
         (("resource.k8s.io",), ("resourceclaims",)): {"get", "list", "watch", "patch"},
         (("resource.k8s.io",), ("resourceclaims/status",)): {"patch"},
+        # Kubernetes 1.36+: writing status.allocation and reservedFor also needs the binding subresource.
+        (("resource.k8s.io",), ("resourceclaims/binding",)): {"patch"},
         (("",), ("pods",)): {"get", "list", "watch", "patch"},
         (("",), ("pods/binding",)): {"create"},
         # Preemption: the nomination, the evictions (budgets checked by the API server), the budgets read.
