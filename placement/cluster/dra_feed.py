@@ -10,7 +10,9 @@ refused, 5xx, 403) is retried with backoff, and the feed is not synced meanwhile
 
 Each resource then gets its own ``Reflector``. An object the readers refuse is logged and skipped, and
 what was known of it is kept (a claim that cannot be read is not taken for gone, so its devices stay
-taken).
+taken). The readers check each object's ``apiVersion`` and ``kind``, which the API server writes on a list
+but not on the list's items (a watch event's object carries both): a listed object is given those of the
+version the feed lists, as client-go decodes a list's items with the list's type.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class DraFeed:
         self._watch_timeout_s = watch_timeout_s
         self._backoff = backoff or Backoff()
         self._discovered = threading.Event()
+        self._api_version = ""  # resource.k8s.io/<the version discovered>
         self.reflectors: tuple[Reflector, ...] = ()
         self.threads: list[threading.Thread] = []
 
@@ -70,6 +73,7 @@ class DraFeed:
         version = self._discover()
         if version is None:
             return
+        self._api_version = f"resource.k8s.io/{version}"
         handlers: tuple[tuple[str, KeyedObjects[str] | KeyedObjects[tuple[str, str]]], ...] = (
             ("resourceslices", KeyedObjects(self._set_slice, self._remove_slice, _name)),
             ("deviceclasses", KeyedObjects(self._set_class, self._dra.remove_class, _name)),
@@ -120,7 +124,7 @@ class DraFeed:
 
     def _set_slice(self, name: str, obj: Json) -> None:
         def write() -> None:
-            resource_slice = parse_resource_slice(obj)
+            resource_slice = parse_resource_slice(self._typed("ResourceSlice", obj))
             self._dra.set_slice(name, resource_slice)
             node = resource_slice.node_selection.node_name
             if node is not None:
@@ -140,13 +144,19 @@ class DraFeed:
             self._on_node_devices(node)
 
     def _set_class(self, name: str, obj: Json) -> None:
-        _read("DeviceClass", name, lambda: self._dra.set_class(name, parse_device_class(obj)))
+        device_class = self._typed("DeviceClass", obj)
+        _read("DeviceClass", name, lambda: self._dra.set_class(name, parse_device_class(device_class)))
 
     def _set_claim(self, key: tuple[str, str], obj: Json) -> None:
-        _read("ResourceClaim", "/".join(key), lambda: self._dra.set_claim(parse_resource_claim(obj)))
+        claim = self._typed("ResourceClaim", obj)
+        _read("ResourceClaim", "/".join(key), lambda: self._dra.set_claim(parse_resource_claim(claim)))
 
     def _remove_claim(self, key: tuple[str, str]) -> None:
         self._dra.remove_claim(*key)
+
+    def _typed(self, kind: str, obj: Json) -> Json:
+        """``obj`` with the ``apiVersion`` and ``kind`` a listed item lacks (an object's own are kept)."""
+        return {"apiVersion": self._api_version, "kind": kind, **obj}
 
 
 def _served_version(group: Json | None) -> str | None:

@@ -9,7 +9,8 @@ a decision on a half-listed cluster would look valid and be wrong. The read-only
 Read-only answers (filter, score, explain) take the index lock for their whole computation, like
 ``Reservations.decide``, so they never see a half-applied update. Filter and Score judge afresh only the
 nodes changed since they were last judged for the same pod shape (``state.decision_cache``); Reserve,
-gangs and Explain judge every candidate they are given.
+gangs and Explain judge every candidate they are given. For a pod with a NUMA intent, Filter also confirms
+each feasible node with Reserve's exact plan, so that it never passes a node Reserve would refuse.
 
 Preemption (``preempt``) decides victims for a pod or a gang that fits nowhere and holds the nominated
 nodes for it (``Nominations``): until the hold ends, Reserve and the gang coordinator keep every other pod
@@ -179,9 +180,32 @@ class PlacementEngine:
             candidates = self._resolve(nodes, names_key)
             # Filter needs no scores: the scoring pass is the Score call's work.
             filtered = self.index.judge(pending).filtered(self.verdicts.filter(candidates.rows, demand, intent))
-            feasible = tuple(candidates.names[filtered.feasible].tolist())
-            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
+            refused = [] if intent is None else self._refused_by_plan(pending, candidates.rows[filtered.feasible])
+            dropped = {refusal.node for refusal in refused}
+            feasible = tuple(name for name in candidates.names[filtered.feasible].tolist() if name not in dropped)
+            rejected = ordered(
+                [*_unknown(candidates), *_rejections(candidates.names, filtered), *group_rejections(refused)]
+            )
         return FilterOutcome(feasible=feasible, rejected=rejected)
+
+    def _refused_by_plan(self, pending: PendingPod, rows: npt.NDArray[np.int64]) -> list[Rejection]:
+        """The nodes among ``rows`` (feasible to the vectorised rules) where Reserve's exact plan refuses a pod
+        with a NUMA intent. For an intent those rules are necessary conditions only (some allowed cell set
+        fits: ``feasibility._apply_intent``); the kubelet's own choice of cells is checked by the plan. A
+        scheduler that binds on Filter's answer (kube-scheduler with the extender) would otherwise pick a node
+        that Reserve then refuses at bind, again at every retry, while another node might hold the pod. Call
+        under the index lock."""
+        if not len(rows):
+            return []
+        demand, intent = demand_of(pending.pod), _intent(pending)
+        judged = self.index.judge(pending)
+        scores = judged.scored(combine(self.index.arrays(), rows, self.verdicts.components(rows, demand, intent)))
+        refused = []
+        for position, row in enumerate(scores.rows.tolist()):
+            plan = plan_on_slot(self.index, row, demand, pending.intent, int(scores.landing_cell[position]))
+            if isinstance(plan, Rejected):
+                refused.append(_rejection(self.index.name_of(row) or "", plan))
+        return refused
 
     def score(
         self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None, breakdown: bool = True

@@ -162,6 +162,8 @@ class Extender:
         for group in answer.rejected:
             target = unresolvable if group.kind in _UNRESOLVABLE else failed
             target.update(dict.fromkeys(group.nodes, group.reason))
+        # Which pods kube-scheduler asks about (docs/scheduler.md: every pod of the profile, no managedResources).
+        log.debug("filter", extra={"pod": _pod_name(pod), "nodes": len(names), "feasible": len(answer.feasible_nodes)})
         return {
             "Nodes": None,
             "NodeNames": list(answer.feasible_nodes),
@@ -178,6 +180,7 @@ class Extender:
             # HostPriorityList has no error field: a non-200 makes kube-scheduler report the failure.
             raise RuntimeError(str(error)) from None
         scores = dict(zip(answer.nodes, answer.scores, strict=True))
+        log.debug("prioritize", extra={"pod": _pod_name(pod), "nodes": len(names)})
         return [{"Host": name, "Score": scaled_score(scores.get(name, 0.0))} for name in names]
 
     def preempt(self, args: Json) -> Json:
@@ -199,15 +202,11 @@ class Extender:
             if verdict.fits:
                 kept[verdict.node] = victims[verdict.node]
                 continue
-            metadata = pod.get("metadata") or {}
             log.info(
                 "preemption candidate dropped",
-                extra={
-                    "pod": f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}",
-                    "node": verdict.node,
-                    "reason": verdict.reason,
-                },
+                extra={"pod": _pod_name(pod), "node": verdict.node, "reason": verdict.reason},
             )
+        log.debug("preempt", extra={"pod": _pod_name(pod), "candidates": sorted(victims), "kept": sorted(kept)})
         return {"NodeNameToMetaVictims": kept}
 
     def bind(self, args: Json) -> Json:
@@ -338,6 +337,11 @@ def _member_of(pod: Mapping[str, Any], key: PodGroupKey) -> bool:
         return group_of(pod) == key
     except GangSourceError:
         return False  # a pod naming two groups joins neither
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
 def scaled_score(score: float) -> int:
