@@ -1,13 +1,15 @@
 """The DRA feed against kmock's Kubernetes emulator: which version it reads, what it does without DRA, and
 what it keeps when an object cannot be read; and the DRA state the feed writes. Verified against the
-emulator only."""
+emulator only, whose DRA lists here are answered as kube-apiserver answers them (``untyped_list_items``)."""
 
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,16 +28,63 @@ from placement.main import UsageError, gpu_drivers
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_state import DraState, Hold
 from tests.conftest import wait_until
-from tests.dra_cluster import FIXTURES, SLICES, DraEmulator, fixture_slice, gpu_claim
+from tests.dra_cluster import (
+    CLAIMS,
+    DEVICE_CLASSES,
+    FIXTURES,
+    NVIDIA,
+    SLICES,
+    DraEmulator,
+    fixture_slice,
+    gpu_claim,
+    gpu_class,
+)
+from tests.kube_emulator import api_version_of
 from tests.shim_cluster import ShimEmulator, synced_feed
 from tests.test_shim_deploy import one
 
 NVSWITCH = "alloc_nvswitch_8gpu.yaml"
+DRA_GROUP = "resource.k8s.io"
+LISTED_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass", "resourceclaims": "ResourceClaim"}
+
+
+def untyped_list_items(emulator: DraEmulator) -> None:
+    """The emulator's DRA lists answered as kube-apiserver answers a list of a built-in kind: ``apiVersion`` and
+    ``kind`` on the list, not on its items (the emulator serves every item as it was written, with both). A
+    watch event's object carries both, on the real server as here."""
+    store = emulator.kmock
+
+    async def untyped_list(request: kmock.Request) -> dict[str, Any]:
+        resource = request.resource
+        assert resource is not None
+        items = [
+            {key: value for key, value in obj.raw.items() if key not in ("apiVersion", "kind")}
+            for (listed, namespace, _), obj in store.objects.items()
+            if listed == resource and not obj.deleted and request.namespace in (None, namespace)
+        ]
+        return {
+            "apiVersion": api_version_of(resource),
+            "kind": f"{store.resources[resource].kind}List",
+            "metadata": {"resourceVersion": str(store.resource_version)},
+            "items": items,
+        }
+
+    for resource in [resource for resource in store.resources if resource.group == DRA_GROUP]:
+        store[kmock.action.LIST, resource] << untyped_list
+
+
+def allocated_claim(name: str, pool: str, devices: tuple[str, ...]) -> dict[str, Any]:
+    """``gpu_claim`` allocated ``devices`` of ``pool``."""
+    claim = gpu_claim(name, len(devices))
+    results = [{"request": "gpus", "driver": NVIDIA, "pool": pool, "device": device} for device in devices]
+    claim["status"] = {"allocation": {"devices": {"results": results}}}
+    return claim
 
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[tuple[DraEmulator, ClusterIndex]]:
     with DraEmulator() as emulator:
+        untyped_list_items(emulator)
         emulator.put_object(SLICES, fixture_slice(NVSWITCH, "a"))
         with synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
             yield emulator, index
@@ -53,21 +102,10 @@ def test_the_feed_reads_v1_slices_and_follows_claims(running: tuple[DraEmulator,
     emulator, index = running
     assert index.dra.served
     assert [e.device.name for e in index.dra.inventory("a", {}).devices] == [f"gpu-{i}" for i in range(8)]
-    claim = gpu_claim("two", 2)
-    claim["status"] = {
-        "allocation": {
-            "devices": {
-                "results": [
-                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "a", "device": name}
-                    for name in ("gpu-0", "gpu-5")
-                ]
-            }
-        }
-    }
-    emulator.put_object(kmock.resource("resource.k8s.io", "v1", "resourceclaims"), claim)
+    emulator.put_object(CLAIMS, allocated_claim("two", "a", ("gpu-0", "gpu-5")))
     wait_until(lambda: index.dra.claim("default", "two") is not None, what="the claim in the cache")
     assert {ref.device for ref in index.dra.inventory("a", {}).taken} == {"gpu-0", "gpu-5"}
-    emulator.delete_object(kmock.resource("resource.k8s.io", "v1", "resourceclaims"), "two", "default")
+    emulator.delete_object(CLAIMS, "two", "default")
     wait_until(lambda: index.dra.claim("default", "two") is None, what="the claim to go")
     assert index.dra.inventory("a", {}).taken == frozenset()
 
@@ -92,10 +130,36 @@ def test_a_cluster_serving_only_v1beta1_is_read_in_that_version(tmp_path: Path) 
         del basic["attributes"][listed]
     del basic["consumesCounters"]  # its counter set is declared by the fixture's other slice
     with DraEmulator(version="v1beta1") as emulator:
+        untyped_list_items(emulator)  # the listed slice is read as the discovered version's
         emulator.put_object(kmock.resource("resource.k8s.io", "v1beta1", "resourceslices"), document)
         with synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
             (device,) = index.dra.inventory("node-a", {}).devices
             assert device.slice.api_version == "resource.k8s.io/v1beta1"
+
+
+@pytest.mark.slow
+def test_listed_objects_without_api_version_and_kind_are_read(tmp_path: Path) -> None:
+    """kube-apiserver writes ``apiVersion`` and ``kind`` on a list but not on its items (a watch event's object
+    carries both), and the readers check both: the listed slice, class and claim are read all the same, and
+    so is a slice watched after them."""
+    with DraEmulator() as emulator:
+        untyped_list_items(emulator)
+        emulator.put_object(SLICES, fixture_slice(NVSWITCH, "a"))
+        emulator.put_object(DEVICE_CLASSES, gpu_class())
+        emulator.put_object(CLAIMS, allocated_claim("two", "a", ("gpu-0", "gpu-5")))
+        for plural, kind in LISTED_KINDS.items():
+            with urllib.request.urlopen(f"{emulator.url}{dra_path('v1', plural)}", timeout=10) as answer:
+                listed = json.load(answer)
+            assert (listed["apiVersion"], listed["kind"]) == ("resource.k8s.io/v1", f"{kind}List")
+            (item,) = listed["items"]
+            assert not {"apiVersion", "kind"} & set(item), plural
+        with synced_feed(emulator.write_kubeconfig(tmp_path / "kubeconfig")) as (_, index):
+            assert [e.device.name for e in index.dra.inventory("a", {}).devices] == [f"gpu-{i}" for i in range(8)]
+            assert list(index.dra.classes) == [NVIDIA]
+            assert index.dra.claim("default", "two") is not None
+            assert {ref.device for ref in index.dra.inventory("a", {}).taken} == {"gpu-0", "gpu-5"}
+            emulator.put_object(SLICES, fixture_slice(NVSWITCH, "b"))  # a watch event: its object is typed
+            wait_until(lambda: len(index.dra.inventory("b", {}).devices) == 8, what="the watched slice")
 
 
 def test_discovery_that_fails_is_retried_and_the_feed_is_not_synced_meanwhile() -> None:
