@@ -280,6 +280,7 @@ def test_a_reservation_restored_from_annotations_before_the_nodes_report_is_char
     assert held is not None
     assert (held[0].node, held[0].gpus, held[1]) == ("g", (6, 7), False)
 
+    feed._topology.nodes.apply("ADDED", {"metadata": {"name": "g"}})  # an NRT alone puts no node in the index
     feed._topology.nrts.apply("ADDED", encode_nrt(nvswitch_node(), node_name="g"))
     slot = index.slot_of("g")
     assert slot is not None
@@ -306,6 +307,7 @@ def test_a_reservation_given_up_before_the_nodes_report_is_never_charged() -> No
     assert index.pod("team", "train") is not None
     feed._pods.apply("MODIFIED", dict(pod, metadata={**pod["metadata"], "annotations": {}}))  # the binder cleared it
     assert index.pod("team", "train") is None
+    feed._topology.nodes.apply("ADDED", {"metadata": {"name": "g"}})  # an NRT alone puts no node in the index
     feed._topology.nrts.apply("ADDED", encode_nrt(nvswitch_node(), node_name="g"))
     slot = index.slot_of("g")
     assert slot is not None

@@ -1,17 +1,16 @@
 """The cluster feed into the scheduling facts: Node objects (labels, taints, cordon, readiness), placed pods,
-namespaces, priority classes and claims, first through the feed's handlers without a watch, then end to end
-through the strict emulated API."""
+namespaces, priority classes and claims, through the feed's handlers without a watch. The same objects through
+the real API server's lists and watches into the service's answers: tests/test_cluster_service.py."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubenexus.topology.labels import encode_node_metadata
+from kubenexus.topology.nrt import encode_nrt
 from placement.cluster.feed import ClusterFeed
 from placement.cluster.objects import (
     BETA_STORAGE_CLASS_KEY,
@@ -34,21 +33,8 @@ from placement.core.constraints.model import (
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from placement.state.scheduling_facts import ABSENT, ClaimSource, SchedulingFacts
-from tests.conftest import wait_until
-from tests.kube_emulator import NODES
-from tests.machines.node_topologies import cpu_node, kubelet, nvswitch_node
-from tests.shim_cluster import (
-    CLAIMS,
-    NAMESPACES,
-    PODS,
-    PRIORITY_CLASSES,
-    STORAGE_CLASSES,
-    VOLUMES,
-    ShimEmulator,
-    pod_object,
-    publish_nodes,
-    synced_feed,
-)
+from tests.machines.node_topologies import cpu_node, kubelet
+from tests.shim_cluster import pod_object
 from tests.test_shim_deploy import one
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -168,6 +154,33 @@ def test_a_node_without_an_agent_is_known_by_name_until_it_has_a_slot() -> None:
     assert _label(facts, "kubernetes.io/hostname", "plain") == "plain"
 
 
+def test_a_node_is_in_the_index_only_while_its_node_object_exists() -> None:
+    """An NRT outlives its Node (nothing deletes it): whether the Node's deletion was watched or a relist finds
+    the NRT alone, the node is gone; and the NRT is read when its Node arrives, whichever list lands first."""
+    index = ClusterIndex()
+    topology = _feed(index)._topology
+    nrt = encode_nrt(cpu_node(cells=4), node_name="a")
+    topology.nrts.replace([nrt])  # the NRTs' list lands first
+    assert index.slot_of("a") is None
+    topology.nodes.replace([_node("a", agent=False)])
+    slot = index.slot_of("a")
+    assert slot is not None
+    assert index.numa_cells(slot) == 4, "read from its NRT"
+    topology.nodes.apply("DELETED", _node("a", agent=False))
+    assert index.slot_of("a") is None
+    topology.nrts.replace([nrt])  # a relist: the NRT alone
+    topology.nodes.replace([])
+    assert index.slot_of("a") is None
+    topology.nodes.apply("ADDED", _node("a"))  # the Node is back, with the agent's annotation: the NRT wins
+    slot = index.slot_of("a")
+    assert slot is not None
+    assert index.numa_cells(slot) == 4
+    topology.nrts.apply("DELETED", nrt)
+    slot = index.slot_of("a")
+    assert slot is not None
+    assert index.numa_cells(slot) == 2, "read from its annotation"
+
+
 def test_a_node_the_feed_cannot_read_keeps_its_last_facts(caplog: pytest.LogCaptureFixture) -> None:
     index = ClusterIndex()
     nodes = _feed(index)._topology.nodes
@@ -273,72 +286,6 @@ def test_rbac_grants_reading_every_collection_the_feed_watches() -> None:
         parts = reflector.path.strip("/").split("/")
         group = "" if parts[0] == "api" else parts[1]
         assert {"get", "list", "watch"} <= granted.get((group, parts[-1]), set()), reflector.path
-
-
-# --- end to end: the strict emulated API ----------------------------------------------------------------
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[ShimEmulator, ClusterIndex]]:
-    with ShimEmulator() as emulator:
-        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
-        publish_nodes(emulator, kubeconfig, {"h100-a": nvswitch_node(), "h100-b": nvswitch_node()})
-        with synced_feed(kubeconfig) as (_, index):
-            yield emulator, index
-
-
-@pytest.mark.slow
-def test_nodes_pods_and_claims_arrive_in_the_view_through_the_api(cluster: tuple[ShimEmulator, ClusterIndex]) -> None:
-    emulator, index = cluster
-    facts = index.facts
-    node = copy.deepcopy(emulator.node("h100-a"))
-    node["metadata"]["labels"]["topology.kubernetes.io/zone"] = "z1"
-    node["spec"]["taints"] = [GPU_TAINT]
-    node["status"] = {"conditions": [_ready("True")]}
-    emulator.put_object(NODES, node)
-    emulator.put_object(NAMESPACES, _namespace("ml", team="research"))
-    emulator.put_object(PRIORITY_CLASSES, _priority_class("training", 1000))
-    emulator.put_object(STORAGE_CLASSES, _storage_class("local-nvme", "WaitForFirstConsumer"))
-    emulator.put_object(VOLUMES, _volume("nvme-a", "h100-a"))
-    emulator.put_object(CLAIMS, _claim("checkpoints", volume="nvme-a"))
-    emulator.put_object(CLAIMS, _claim("scratch"))
-    emulator.put_object(PODS, _pod("trainer", node="h100-a"))
-
-    def arrived() -> bool:
-        with index.lock:
-            return (
-                _label(facts, "topology.kubernetes.io/zone", "h100-a") == "z1"
-                and facts.claim("ml", "scratch") is not None
-                and facts.priority("training") == 1000
-                and "trainer" in _placed(facts)
-            )
-
-    wait_until(arrived, timeout_s=10, what="the objects in the view")
-    with index.lock:
-        assert _taints(facts, "h100-a") == {Taint("nvidia.com/gpu", TaintEffect.NO_SCHEDULE, "present")}
-        assert _taints(facts, "h100-b") == set()
-        assert _label(facts, "topology.kubernetes.io/zone", "h100-b") is None
-        assert facts.namespace_labels("ml") == (("kubernetes.io/metadata.name", "ml"), ("team", "research"))
-        assert facts.claim("ml", "checkpoints") == ClaimFacts(bound=True, node_affinity=(HOSTNAME_IS_A,))
-        assert facts.claim("ml", "scratch") == ClaimFacts(bound=False, wait_for_first_consumer=True)
-        assert _placed(facts) == {"trainer": "h100-a"}
-        versions = (facts.labels_version, facts.pods_version)
-
-    heartbeat = copy.deepcopy(emulator.node("h100-a"))
-    heartbeat["status"] = {"conditions": [_ready("True", "2024-05-01T10:05:00Z")]}
-    emulator.put_object(NODES, heartbeat)
-    not_ready = copy.deepcopy(emulator.node("h100-a"))
-    not_ready["status"] = {"conditions": [_ready("False", "2024-05-01T10:06:00Z")]}
-    emulator.put_object(NODES, not_ready)
-    slot = index.slot_of("h100-a")
-    assert slot is not None
-    wait_until(lambda: not facts.ready[slot], timeout_s=10, what="the node not ready")
-    assert facts.labels_version == versions[0] + 1, "the heartbeat before it bumped nothing"
-    assert facts.pods_version == versions[1]
-
-    emulator.delete_object(VOLUMES, "nvme-a")
-    emulator.delete_object(PODS, "trainer", namespace="ml")
-    wait_until(lambda: facts.claim("ml", "checkpoints") is None and not _placed(facts), timeout_s=10, what="deletions")
 
 
 def _namespace(name: str, **labels: str) -> dict[str, Any]:

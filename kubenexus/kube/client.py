@@ -66,9 +66,11 @@ class KubeClient:
     ) -> Iterator[Json]:
         """Watch events of the collection at ``path`` from ``resource_version``.
 
-        The connection is opened (and its status checked) on the first ``next()``; the stream ends
-        when the server closes it or after ``timeout_s`` without a byte (``ReadTimeoutError``), which a
-        caller treats as "watch again from the last version seen". ``close_streams`` ends it at once.
+        Returns once the server has accepted the watch (HTTP 200): the watch is established then, before any
+        event, as client-go's ``Watch`` returns its ``watch.Interface``; a refusal (410 Gone, 403, 429, ...)
+        raises here. The events stream ends when the server closes it or after ``timeout_s`` without a byte
+        (``ReadTimeoutError``), which a caller treats as "watch again from the last version seen";
+        ``close_streams`` ends it at once.
         """
         params = {**(query or {}), "watch": "true", "allowWatchBookmarks": "true"}
         params["timeoutSeconds"] = str(int(timeout_s))
@@ -76,11 +78,17 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         response = self._call("GET", path, query=params, timeout=(REQUEST_TIMEOUT_S[0], timeout_s + 5.0))
         raw = response.response
+        if not 200 <= response.status <= 299:
+            try:
+                raise _error(response.status, raw.read())
+            finally:
+                raw.release_conn()
         with self._streams_lock:
             self._streams.add(raw)
+        return self._events(raw)
+
+    def _events(self, raw: Any) -> Iterator[Json]:
         try:
-            if not 200 <= response.status <= 299:
-                raise _error(response.status, raw.read())
             buffer = b""
             try:
                 for chunk in raw.stream(64 * 1024, decode_content=True):

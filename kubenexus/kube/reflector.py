@@ -9,7 +9,11 @@
   resumes from the last version; one log line per failure, never an exception out of the thread.
 
 ``healthy`` is True once the initial list landed and while a watch is connected: a cache that is known
-to miss events must not be decided on.
+to miss events must not be decided on. A watch is connected once the server accepted it (HTTP 200), not
+once an event arrives: a collection that rarely changes (priority classes, storage classes) may send
+nothing for minutes after a resume, and waiting for its first event or bookmark would keep the whole
+service not ready that long for no missed event. (client-go's ``Request.Watch`` likewise hands its
+reflector the watch once the server answered 200, before any event.)
 """
 
 from __future__ import annotations
@@ -80,8 +84,8 @@ class Reflector:
                 failures = 0
             except Gone:
                 # Not an outage: the history we would resume from was compacted. Relist at once.
+                self.connected = False  # before the line that says so: whoever reads it sees the cache not ready
                 log.info("watch history expired (410 Gone); relisting", extra={"resource": self.path})
-                self.connected = False
                 self.relists += 1
                 version = None
             except API_ERRORS as error:
@@ -106,12 +110,12 @@ class Reflector:
 
     def _watch(self, version: str) -> str:
         """Apply events until the stream ends; returns the version to resume from."""
-        events = self._api.watch(
-            self.path, resource_version=version, timeout_s=self._watch_timeout_s, query=self._query
-        )
         try:
+            events = self._api.watch(
+                self.path, resource_version=version, timeout_s=self._watch_timeout_s, query=self._query
+            )
+            self.connected = True  # the server accepted the watch: nothing is missed from here on
             for event in events:
-                self.connected = True
                 kind = str(event.get("type", ""))
                 obj = event.get("object")
                 if not isinstance(obj, dict):

@@ -191,6 +191,11 @@ class _TopologyHandler:
     read from it, a node without one from its annotation, and an unchanged annotation is not re-decoded.
     Every Node, with an agent or not, also gives the scheduling facts its labels, taints, cordon and
     readiness; facts equal to those held are not written (a heartbeat costs a read and a comparison).
+
+    A node is in the index only while its Node object exists: an NRT outlives its Node (the agent gives it no
+    owner reference; NFD runs nfd-topology-gc for its own), and a deleted node must stay gone whether the
+    deletion was watched or a relist (or a restart) finds the NRT alone. An NRT is kept while its Node is
+    away and read when the Node arrives, whichever of the two lists lands first.
     """
 
     def __init__(
@@ -204,6 +209,7 @@ class _TopologyHandler:
         self._lock = index.lock
         self._annotations: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         self._nrts: dict[str, Json] = {}
+        self._nodes: set[str] = set()  # the Node objects that exist
         # Nodes without a report: their allocatable CPUs and memory, and those scheduled on it for their
         # DRA devices (``infer``).
         self._allocatable: dict[str, tuple[int, int] | None] = {}
@@ -215,9 +221,14 @@ class _TopologyHandler:
         _read(name, lambda: self._index.facts.set_node(node_facts(obj)))
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
+        with self._lock:
+            arrived = name not in self._nodes
+            self._nodes.add(name)
         if MODEL_KEY not in annotations:
-            # No agent on this node yet (or NRT-only mode): nothing to read, unless it has DRA devices.
+            # No agent on this node yet (or NRT-only mode): nothing to read but its NRT, or its DRA devices.
             _read(name, lambda: self._note_allocatable(name, obj))
+            if arrived:
+                self._read_nrt(name)
             return
         report = (dict(metadata.get("labels") or {}), dict(annotations))
         with self._lock:
@@ -225,9 +236,20 @@ class _TopologyHandler:
             self._annotations[name] = report
             if self._on_node is not None:
                 self._on_node(name, report[0], None)  # zone and rack labels may change on their own
-            if unchanged or name in self._nrts:
+            if name in self._nrts:
+                if arrived:
+                    self._read_nrt(name)
+                return
+            if unchanged:
                 return
             self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
+
+    def _read_nrt(self, name: str) -> None:
+        """The NRT of a Node that just arrived, listed or watched before it (or kept while it was away)."""
+        with self._lock:
+            nrt = self._nrts.get(name)
+            if nrt is not None:
+                self._decode(name, lambda: self._upsert(name, decode_nrt(nrt)))
 
     def _note_allocatable(self, name: str, obj: Json) -> None:
         self._allocatable[name] = node_allocatable(obj)
@@ -250,11 +272,11 @@ class _TopologyHandler:
 
     def _node_removed(self, name: str) -> None:
         with self._lock:
+            self._nodes.discard(name)
             self._allocatable.pop(name, None)
             self._inferred.pop(name, None)
             self._annotations.pop(name, None)
-            self._nrts.pop(name, None)
-            self._index.remove_node(name)
+            self._index.remove_node(name)  # its NRT, if any, stays in ``_nrts``: read again if the Node returns
             self._index.facts.remove_node(name)
             if self._on_node_removed is not None:
                 self._on_node_removed(name)
@@ -264,11 +286,15 @@ class _TopologyHandler:
             if self._nrts.get(name) == obj:
                 return
             self._nrts[name] = obj
+            if name not in self._nodes:
+                return  # no Node (yet, or any more): read when it arrives
             self._decode(name, lambda: self._upsert(name, decode_nrt(obj)))
 
     def _nrt_removed(self, name: str) -> None:
         with self._lock:
             self._nrts.pop(name, None)
+            if name not in self._nodes:
+                return  # never read without its Node
             report = self._annotations.get(name)
             if report is None:
                 self._index.remove_node(name)
