@@ -32,12 +32,8 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.publish import FIELD_MANAGER as AGENT_FIELD_MANAGER
-from agent.publish import KubeNodeApi, Publisher
 from kubenexus.kube.client import Json, KubeClient
-from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import encode_nrt
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.annotations import (
@@ -55,27 +51,32 @@ from placement.core.domains import RACK_KEY, TOPOGRAPH_BLOCK_KEY, TOPOGRAPH_LEAF
 from placement.core.gang_sources import VOLCANO_GROUP_KEY
 from placement.shim.client import PlacementClient, TlsFiles
 from placement.shim.preemptor import Preemptor
+from tests.cluster_scene import (
+    BOUND_S,
+    NVSWITCH,
+    SCENE_LABEL,
+    SCHEDULER,
+    SLICES_PATH,
+    SceneBase,
+    cells_and_gpus,
+    close_scene,
+    create_scene_namespace,
+    publish_topology,
+)
 from tests.conftest import wait_until
-from tests.control_plane import ControlPlane, Process, agent_kubeconfig, ensure_object, free_port, placement_kubeconfig
+from tests.control_plane import ControlPlane, Process, ensure_object, free_port, placement_kubeconfig
 from tests.dra_cluster import fixture_slice, gpu_claim, gpu_class, joined_topology
 from tests.machines.node_topologies import l40s_node, nvswitch_node, pcie_node
 from tests.programs import Program, Service, http_status
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SCHEDULER = "kubenexus-scheduler"
-SCENE_LABEL = "test.kubenexus.io/scene"
 PLACEMENT_POD = "kubenexus-placement-binder-tests"
 PLACEMENT_NAMESPACE = "kubenexus-system"
-NVSWITCH = "alloc_nvswitch_8gpu.yaml"
 PCIE = "alloc_pcie_bridged_8gpu.yaml"
-NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
-SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 PLUGIN_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1"
 VOLCANO_GROUPS = "/apis/scheduling.volcano.sh/v1beta1"
 NATIVE_GROUPS = "/apis/scheduling.k8s.io/v1beta1"
-# Deadlines, not waits: a loaded 2-core machine runs several control planes at once.
-BOUND_S = 120.0
 LOW, HIGH, HIGHEST = 10, 1000, 2000
 
 _scenes = itertools.count()
@@ -163,7 +164,7 @@ def controllers(control_plane: ControlPlane) -> Iterator[Process]:
 
 
 @dataclass
-class Scene:
+class Scene(SceneBase):
     plane: ControlPlane
     placement: Placement
     namespace: str
@@ -173,10 +174,6 @@ class Scene:
     @property
     def admin(self) -> KubeClient:
         return self.plane.admin
-
-    def path(self, resource: str, name: str = "") -> str:
-        base = f"/api/v1/namespaces/{self.namespace}/{resource}"
-        return f"{base}/{name}" if name else base
 
     # nodes
 
@@ -203,7 +200,8 @@ class Scene:
                     capacity["nvidia.com/gpu"] = str(len(machine.gpus))
             self.create_node(name, capacity, (labels or {}).get(key, {}))
             if machine is not None:
-                self._publish(name, machine if resource_slice is None else joined_topology(machine, resource_slice))
+                topology = machine if resource_slice is None else joined_topology(machine, resource_slice)
+                publish_topology(self.plane, name, topology, self.folder)
             if resource_slice is not None:
                 self.add_slice(resource_slice)
             names.append(name)
@@ -235,52 +233,13 @@ class Scene:
         except AssertionError as error:
             raise AssertionError(f"{error}; its last answer: {answers[-1]}") from None
 
-    def _publish(self, node: str, topology: NodeTopology) -> None:
-        kubeconfig = agent_kubeconfig(self.plane, node, self.folder / f"agent-{node}.kubeconfig")
-        client = self.plane.client(kubeconfig, field_manager=AGENT_FIELD_MANAGER)
-        try:
-            publisher = Publisher(api=KubeNodeApi(client), node_name=node)
-            results = publisher.publish(
-                metadata=encode_node_metadata(topology), nrt=encode_nrt(topology, node_name=node)
-            )
-        finally:
-            client.close()
-        assert all(result.error is None for result in results), results
-
     # pods
 
-    def pod(
-        self,
-        name: str,
-        *,
-        gpus: int = 0,
-        cpus: int = 4,
-        memory: str = "16Gi",
-        labels: Mapping[str, str] | None = None,
-        annotations: Mapping[str, str] | None = None,
-        **spec: Any,
-    ) -> Json:
-        """A Guaranteed pod for the kubenexus scheduler on this scene's nodes, as ``kubectl create`` sends it."""
-        resources: dict[str, str] = {"cpu": str(cpus), "memory": memory}
-        if gpus:
-            resources["nvidia.com/gpu"] = str(gpus)
+    def placing(self, spec: dict[str, Any]) -> Json:
+        """The pods of this scene select its label and tolerate its taint, besides ``spec``'s own."""
         node_selector = {SCENE_LABEL: self.namespace, **spec.pop("nodeSelector", {})}
         scene = {"key": SCENE_LABEL, "operator": "Equal", "value": self.namespace, "effect": "NoSchedule"}
-        tolerations = [scene, *spec.pop("tolerations", [])]
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": dict(labels or {}),
-                         "annotations": dict(annotations or {})},
-            "spec": {
-                "schedulerName": SCHEDULER,
-                "nodeSelector": node_selector,
-                "tolerations": tolerations,
-                "containers": [{"name": "main", "image": "registry.example/trainer:1",
-                                "resources": {"requests": resources, "limits": dict(resources)}}],
-                **spec,
-            },
-        }  # fmt: skip
+        return {"nodeSelector": node_selector, "tolerations": [scene, *spec.pop("tolerations", [])]}
 
     def claiming_pod(self, name: str, claim: str, *, cpus: int = 8, **changes: Any) -> Json:
         """A Guaranteed pod whose GPUs come from the ResourceClaim ``claim``."""
@@ -288,24 +247,6 @@ class Scene:
         obj["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim}]
         obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
         return obj
-
-    def create(self, pods: Sequence[Json]) -> list[Json]:
-        return [self.admin.create(self.path("pods"), pod) for pod in pods]
-
-    def get(self, name: str) -> Json:
-        stored = self.admin.get(self.path("pods", name))
-        assert stored is not None, f"pod {self.namespace}/{name} is gone"
-        return stored
-
-    def exists(self, name: str) -> bool:
-        return self.admin.get(self.path("pods", name)) is not None
-
-    def pods(self) -> dict[str, Json]:
-        return {pod["metadata"]["name"]: pod for pod in self.admin.list(self.path("pods"))["items"]}
-
-    def bound(self) -> dict[str, str]:
-        """Pod name -> the node the server stored in its spec.nodeName."""
-        return {name: node for name, pod in self.pods().items() if (node := pod["spec"].get("nodeName"))}
 
     def wait_bound(self, names: Sequence[str], timeout_s: float = BOUND_S) -> dict[str, str]:
         try:
@@ -331,11 +272,6 @@ class Scene:
 
     # DRA
 
-    def claim(self, name: str) -> Json:
-        stored = self.admin.get(f"/apis/resource.k8s.io/v1/namespaces/{self.namespace}/resourceclaims/{name}")
-        assert stored is not None, f"claim {name} is gone"
-        return stored
-
     def allocated(self, name: str) -> list[str]:
         allocation = (self.claim(name).get("status") or {}).get("allocation") or {}
         return [result["device"] for result in (allocation.get("devices") or {}).get("results", [])]
@@ -345,23 +281,13 @@ class Scene:
     def close(self) -> None:
         """Pods force-deleted (no kubelet confirms a graceful deletion) and this scene's nodes removed: a later
         module's scheduler of the same name finds nothing of ours."""
-        self.plane.kubectl("delete", "pods", "--all", "-n", self.namespace, "--grace-period=0", "--force",
-                           "--wait=false", check=False)  # fmt: skip
-        for node in self.nodes:
-            for path in (f"/api/v1/nodes/{node}", f"{NRT_PATH}/{node}", f"{SLICES_PATH}/{node}-gpu.nvidia.com"):
-                self.plane.delete(path)
+        close_scene(self.plane, self.namespace, self.nodes)
 
 
 @pytest.fixture
 def scene(control_plane: ControlPlane, placement: Placement, tmp_path: Path) -> Iterator[Scene]:
     namespace = f"binder-{next(_scenes)}"
-    control_plane.admin.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    )
-    # The ServiceAccount admission plugin refuses a pod whose ServiceAccount does not exist; kube-controller-
-    # manager's serviceaccount controller would make "default", done here by hand.
-    ensure_object(control_plane, f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})  # fmt: skip
+    create_scene_namespace(control_plane, namespace)
     made = Scene(control_plane, placement, namespace, tmp_path)
     try:
         yield made
@@ -390,13 +316,6 @@ def priorities(control_plane: ControlPlane) -> None:
 
 def class_of(priority: int, *, never: bool = False) -> str:
     return next(n for n, (v, p) in PRIORITY_CLASSES.items() if v == priority and (p == "Never") == never)
-
-
-def cells_and_gpus(pod: Json) -> tuple[list[int], list[int]]:
-    annotations = pod["metadata"]["annotations"]
-    cells = [int(cell) for cell in annotations[ASSIGNED_CELLS_KEY].split(",")]
-    gpus = [int(gpu) for gpu in annotations[ASSIGNED_GPUS_KEY].split(",")] if ASSIGNED_GPUS_KEY in annotations else []
-    return cells, gpus
 
 
 def assert_numa_aligned_and_not_double_booked(pods: Sequence[Json]) -> None:

@@ -32,12 +32,8 @@ import pytest
 import yaml
 from helm_python.chart import Chart
 
-from agent.publish import FIELD_MANAGER as AGENT_FIELD_MANAGER
-from agent.publish import KubeNodeApi, Publisher
 from kubenexus.kube.client import Json, KubeClient
-from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import encode_nrt
 from placement.core.annotations import (
     AFFINITY_KEY,
     ASSIGNED_CELLS_KEY,
@@ -49,12 +45,23 @@ from placement.core.annotations import (
     RESERVED_NODE_KEY,
 )
 from placement.shim.client import PlacementClient, TlsFiles
+from tests.cluster_scene import (
+    BOUND_S,
+    NVSWITCH,
+    SCENE_LABEL,
+    SCHEDULER,
+    SLICES_PATH,
+    SceneBase,
+    cells_and_gpus,
+    close_scene,
+    create_scene_namespace,
+    publish_topology,
+)
 from tests.conftest import wait_until
 from tests.control_plane import (
     PLACEMENT_MANIFESTS,
     ControlPlane,
     Process,
-    agent_kubeconfig,
     ensure_object,
     free_port,
     install,
@@ -69,20 +76,13 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "deploy" / "scheduler" / "kube-scheduler-config.yaml"
 CHART = REPO / "deploy" / "helm" / "kubenexus"
-SCHEDULER = "kubenexus-scheduler"
 # The old configuration (before bc5b2ee): the same extender, consulted only for pods requesting nvidia.com/gpu.
 OLD_SCHEDULER = "kubenexus-scheduler-old-config"
 OLD_MANAGED_RESOURCES = [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
 SYSTEM = "kubenexus-system"
 KUBE_SCHEDULER_ACCOUNT = "kubenexus-kube-scheduler"  # its ServiceAccount, and its client certificate's CN
 PLACEMENT_POD = "kubenexus-placement-extender-tests"
-SCENE_LABEL = "test.kubenexus.io/scene"
-NVSWITCH = "alloc_nvswitch_8gpu.yaml"
-NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
-SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 LEASES_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM}/leases"
-# Deadlines, not waits: a loaded 2-core machine runs several control planes at once.
-BOUND_S = 120.0
 LOW, MIDDLE, HIGH, HIGHEST = 10, 100, 1000, 2000
 
 _scenes = itertools.count()
@@ -233,7 +233,7 @@ def extended(
 
 
 @dataclass
-class Scene:
+class Scene(SceneBase):
     system: Extended
     namespace: str
     folder: Path
@@ -242,10 +242,6 @@ class Scene:
     @property
     def admin(self) -> KubeClient:
         return self.system.plane.admin
-
-    def path(self, resource: str, name: str = "") -> str:
-        base = f"/api/v1/namespaces/{self.namespace}/{resource}"
-        return f"{base}/{name}" if name else base
 
     def key(self, name: str) -> str:
         return f"{self.namespace}/{name}"
@@ -267,7 +263,7 @@ class Scene:
                 capacity["nvidia.com/gpu"] = str(len(machine.gpus))
             self.system.plane.create_node(name, labels={SCENE_LABEL: self.namespace}, capacity=capacity)
             self.nodes.append(name)
-            self._publish(name, topology)
+            publish_topology(self.system.plane, name, topology, self.folder)
             if resource_slice is not None:
                 self.admin.create(SLICES_PATH, resource_slice)  # as the driver's kubelet plugin publishes it
             names.append(name)
@@ -275,44 +271,6 @@ class Scene:
         wait_until(lambda: set(self.system.client.filter(probe, names).feasible_nodes) == set(names),
                    timeout_s=90, what=f"the service to know nodes {names}")  # fmt: skip
         return names
-
-    def _publish(self, node: str, topology: NodeTopology) -> None:
-        kubeconfig = agent_kubeconfig(self.system.plane, node, self.folder / f"agent-{node}.kubeconfig")
-        client = self.system.plane.client(kubeconfig, field_manager=AGENT_FIELD_MANAGER)
-        try:
-            results = Publisher(api=KubeNodeApi(client), node_name=node).publish(
-                metadata=encode_node_metadata(topology), nrt=encode_nrt(topology, node_name=node)
-            )
-        finally:
-            client.close()
-        assert all(result.error is None for result in results), results
-
-    def pod(
-        self,
-        name: str,
-        *,
-        gpus: int = 0,
-        cpus: int = 4,
-        memory: str = "16Gi",
-        labels: Mapping[str, str] | None = None,
-        annotations: Mapping[str, str] | None = None,
-        **spec: Any,
-    ) -> Json:
-        """A Guaranteed pod of kubenexus-scheduler on this scene's nodes, as ``kubectl create`` sends it."""
-        resources = {"cpu": str(cpus), "memory": memory} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": dict(labels or {}),
-                         "annotations": dict(annotations or {})},
-            "spec": {
-                "schedulerName": SCHEDULER,
-                "nodeSelector": {SCENE_LABEL: self.namespace},
-                "containers": [{"name": "main", "image": "registry.example/trainer:1",
-                                "resources": {"requests": resources, "limits": dict(resources)}}],
-                **spec,
-            },
-        }  # fmt: skip
 
     def placed(self, name: str, node: str, cell: int, gpus: Sequence[int], *, cpus: int, priority: int = LOW) -> Json:
         """A pod placed on ``node`` earlier (its cells and GPUs recorded as our bind records them). Grace period
@@ -324,22 +282,6 @@ class Scene:
                                           priorityClassName=priority_class(priority),
                                           terminationGracePeriodSeconds=0)])  # fmt: skip
         return stored
-
-    def create(self, pods: Sequence[Json]) -> list[Json]:
-        return [self.admin.create(self.path("pods"), pod) for pod in pods]
-
-    def get(self, name: str) -> Json:
-        stored = self.admin.get(self.path("pods", name))
-        assert stored is not None, f"pod {self.key(name)} is gone"
-        return stored
-
-    def exists(self, name: str) -> bool:
-        return self.admin.get(self.path("pods", name)) is not None
-
-    def bound(self) -> dict[str, str]:
-        """Pod name -> the node the server stored in its spec.nodeName."""
-        pods = self.admin.list(self.path("pods"))["items"]
-        return {pod["metadata"]["name"]: node for pod in pods if (node := pod["spec"].get("nodeName"))}
 
     def wait_bound(self, names: Sequence[str]) -> dict[str, str]:
         def done() -> bool:
@@ -360,11 +302,6 @@ class Scene:
         )  # fmt: skip
         return [str(event["message"]) for event in json.loads(shown.stdout)["items"]]
 
-    def claim(self, name: str) -> Json:
-        stored = self.admin.get(f"/apis/resource.k8s.io/v1/namespaces/{self.namespace}/resourceclaims/{name}")
-        assert stored is not None, f"claim {name} is gone"
-        return stored
-
     def assert_reached_the_service(self, name: str, node: str, *, scored: bool = True) -> None:
         """kube-scheduler called the extender's filter, prioritize (unless ``scored`` is False: with one
         feasible node kube-scheduler scores nothing) and bind for the pod, and the service's placement is on
@@ -383,23 +320,13 @@ class Scene:
 
     def close(self) -> None:
         """Pods force-deleted (no kubelet confirms a graceful deletion) and this scene's nodes removed."""
-        self.system.plane.kubectl("delete", "pods", "--all", "-n", self.namespace, "--grace-period=0", "--force",
-                                  "--wait=false", check=False)  # fmt: skip
-        for node in self.nodes:
-            for path in (f"/api/v1/nodes/{node}", f"{NRT_PATH}/{node}", f"{SLICES_PATH}/{node}-gpu.nvidia.com"):
-                self.system.plane.delete(path)
+        close_scene(self.system.plane, self.namespace, self.nodes)
 
 
 @pytest.fixture
 def scene(control_plane: ControlPlane, extended: Extended, tmp_path: Path) -> Iterator[Scene]:
     namespace = f"extender-{next(_scenes)}"
-    control_plane.admin.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    )
-    # The ServiceAccount admission plugin refuses a pod whose ServiceAccount does not exist; kube-controller-
-    # manager's serviceaccount controller would make "default", done here by hand.
-    ensure_object(control_plane, f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})  # fmt: skip
+    create_scene_namespace(control_plane, namespace)
     priority_classes(control_plane)
     made = Scene(extended, namespace, tmp_path)
     try:
@@ -417,13 +344,6 @@ def priority_classes(plane: ControlPlane) -> None:
         ensure_object(plane, "/apis/scheduling.k8s.io/v1/priorityclasses",
                       {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                        "metadata": {"name": priority_class(value)}, "value": value})  # fmt: skip
-
-
-def cells_and_gpus(pod: Json) -> tuple[list[int], list[int]]:
-    annotations = pod["metadata"]["annotations"]
-    cells = [int(cell) for cell in annotations[ASSIGNED_CELLS_KEY].split(",")]
-    gpus = [int(gpu) for gpu in annotations[ASSIGNED_GPUS_KEY].split(",")] if ASSIGNED_GPUS_KEY in annotations else []
-    return cells, gpus
 
 
 # -- the configuration ------------------------------------------------------------------------------------

@@ -29,8 +29,6 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agent.publish import FIELD_MANAGER as AGENT_FIELD_MANAGER
-from agent.publish import KubeNodeApi, Publisher
 from kubenexus.kube.client import Json, KubeClient
 from kubenexus.kube.errors import ApiError
 from kubenexus.kube.paths import (
@@ -44,19 +42,17 @@ from kubenexus.kube.paths import (
     PRIORITY_CLASSES_PATH,
     STORAGE_CLASSES_PATH,
 )
-from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import encode_nrt
 from placement.api.interceptor import SERVICE_NAME
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.annotations import LEADER_LABEL, RESERVED_NODE_KEY
 from placement.shim.client import PlacementClient, ServiceError
+from tests.cluster_scene import publish_topology
 from tests.conftest import wait_until
 from tests.control_plane import (
     REPO,
     ControlPlane,
-    agent_kubeconfig,
     ensure_object,
     placement_kubeconfig,
     template_pod,
@@ -109,14 +105,7 @@ class Cluster:
         }
         self.plane.create_node(name, capacity=capacity)
         self.nodes.append(name)
-        kubeconfig = agent_kubeconfig(self.plane, name, self.folder / f"agent-{name}.kubeconfig")
-        client = self.plane.client(kubeconfig, field_manager=AGENT_FIELD_MANAGER)
-        try:
-            publisher = Publisher(api=KubeNodeApi(client), node_name=name)
-            results = publisher.publish(metadata=encode_node_metadata(machine), nrt=encode_nrt(machine, node_name=name))
-        finally:
-            client.close()
-        assert all(result.error is None for result in results), results
+        publish_topology(self.plane, name, machine, self.folder)
         return name
 
     def remove_node(self, name: str) -> None:
