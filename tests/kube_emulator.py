@@ -32,6 +32,20 @@ share the test's thread. On top of kmock 0.8 (``StrictKubernetes``):
 * **kubectl**: the core discovery document (kmock answers ``groupVersion: "/v1"``) and lists with their
   ``apiVersion`` and ``kind`` (kmock's carry neither, and ``resourceVersion: "..."``).
 
+**Who still uses it, and why.** The end-to-end tests run against a real kube-apiserver v1.37
+(``tests/test_cluster_*.py``, marker ``cluster``). The emulator stays for what a real server cannot be made
+to do on demand, each module's docstring saying which:
+
+* scripted refusals of one given request: a 409 then a 500 (test_agent_cluster), a 503 on the Nth binding
+  mid-gang and a 410 sent as an error event inside a watch stream (test_shim_e2e);
+* a follower's pod watch held back so that its cache lags the leader's (test_read_replicas_e2e);
+* API versions a 1.37 server no longer serves, or serves whatever a test wants: the 1.35 and 1.36 gang APIs
+  (test_gang_sources_e2e, test_extender_gang_sources), a cluster without DRA or serving only v1beta1, a slice
+  the real validation would refuse, a failing discovery (test_dra_feed);
+* callers and bodies the real kube-scheduler never sends (test_shim_access, test_extender_preempt), where the
+  API behind the door is incidental;
+* the emulator's own strictness (test_api_conformance_emulator).
+
 Not emulated: field and label selectors (ignored: a list or watch gets the whole collection), defaulting,
 ``generateName``, strategic merge and apply patches, status subresources, finalizers.
 """

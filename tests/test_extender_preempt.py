@@ -3,7 +3,9 @@ MetaVictims, as ``nodeCacheCapable: true`` sends them, or with full pods), the r
 fed from the emulated API (running pods published with their uids), and the ExtenderPreemptionResult it
 answers: only the nodes where the victims' room passes the kubelet's NUMA admission.
 
-Verified against the emulator only: no real kube-scheduler runs here. The body shapes follow
+The real kube-scheduler's own preemption asking this verb runs in tests/test_cluster_extender.py; this module
+stays on the emulator for what kube-scheduler never sends on demand: full victim pods, too few victims,
+malformed bodies, an unreachable service, and the exact echo of NumPDBViolations. The body shapes follow
 k8s.io/kube-scheduler/extender/v1/types.go (no JSON tags: Go field names) and pkg/scheduler/extender.go
 ``ProcessPreemption`` / ``convertToMetaVictims``.
 """

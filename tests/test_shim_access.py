@@ -1,6 +1,10 @@
 """The scheduler shims as deployed: the extender over HTTPS that demands kube-scheduler's client
 certificate and binds only its own scheduler's pending pods; the binder's probes. Each runs as a user
-runs it (`kubenexus-placement extender|binder`), against the emulated API and a real placement service."""
+runs it (`kubenexus-placement extender|binder`), against the emulated API and a real placement service.
+
+What is tested is the door: callers other than kube-scheduler (no certificate, another CA, a pod of another
+scheduler) on demand, which the real kube-scheduler never is; the API server behind it is incidental. The
+extender with the real kube-scheduler and API server: tests/test_cluster_extender.py."""
 
 from __future__ import annotations
 
