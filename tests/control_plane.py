@@ -28,7 +28,6 @@ import base64
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import ssl
@@ -36,7 +35,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -408,6 +407,7 @@ class ControlPlane:
         return self.admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": list(taints) or None}}) or node
 
     def delete(self, path: str) -> None:
+        """Delete the object at ``path`` without waiting; best effort, for a test's cleanup (gone already is fine)."""
         with contextlib.suppress(Exception):
             self.kubectl("delete", "--raw", path, "--wait=false", check=False)
 
@@ -467,16 +467,6 @@ def server_version(plane: ControlPlane) -> str:
     with urllib.request.urlopen(f"{plane.url}/version", context=plane.ssl_context("admin"), timeout=10) as answer:
         version: str = json.loads(answer.read())["gitVersion"]
         return version
-
-
-@contextlib.contextmanager
-def running_control_plane(workdir: Path) -> Iterator[ControlPlane]:
-    with ControlPlane(workdir) as plane:
-        yield plane
-
-
-def go_available() -> bool:
-    return shutil.which("go") is not None
 
 
 # -- the product installed as deploy/ installs it -----------------------------------------------------------
