@@ -90,6 +90,20 @@ def _log_tail(path: Path, lines: int = 40) -> str:
     return "(no log)"
 
 
+def stop_group(popen: subprocess.Popen[Any], sig: int, timeout_s: float) -> int:
+    """Send ``sig`` to the process group ``popen`` leads (started with ``start_new_session``), then SIGKILL
+    after ``timeout_s``; its exit status."""
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, sig)
+        try:
+            return popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+    return popen.wait(timeout=timeout_s)
+
+
 @dataclass
 class Process:
     """One component's process and its log file."""
@@ -108,17 +122,9 @@ class Process:
         return self.popen is not None and self.popen.poll() is None
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> None:
-        if self.popen is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, sig)
-        try:
-            self.popen.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=timeout_s)
-        self.popen = None
+        if self.popen is not None:
+            stop_group(self.popen, sig, timeout_s)
+            self.popen = None
 
     def tail(self) -> str:
         return _log_tail(self.log)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import wait_until
-from tests.control_plane import free_port
+from tests.control_plane import free_port, stop_group
 
 REPO = Path(__file__).resolve().parent.parent
 # Every wait below is a deadline on a condition, never a fixed sleep; generous for a loaded 2-core machine.
@@ -88,15 +88,7 @@ class Program:
         return self.process.poll() is None
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=timeout_s)
+        stop_group(self.process, sig, timeout_s)
         for thread in self._threads:
             thread.join(10)
         for stream in (self.process.stdout, self.process.stderr):
