@@ -19,6 +19,7 @@ from tools.throwaway_certificates import make_certificates
 
 if TYPE_CHECKING:
     from tests.control_plane import ControlPlane
+    from tests.oracle_process import Oracle
 
 # Property tests judge results, not speed: on a loaded 2-core CI machine a slow example is no failure.
 settings.register_profile("kubenexus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,6 +109,7 @@ REQUIRE_CONTROL_PLANE = os.environ.get("KUBENEXUS_REQUIRE_CONTROL_PLANE") == "1"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    _build_oracles(session)
     if not any(item.get_closest_marker("cluster") for item in session.items):
         return
     from tools import control_plane as builder  # noqa: PLC0415
@@ -143,3 +145,58 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         pytest.skip(message)
     with ControlPlane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
+
+
+# -- the oracles (tests marked ``oracle``): upstream's Go code as programs, built like the control plane --------
+_ORACLE_BUILD_ERROR = pytest.StashKey[str]()
+_ORACLE_DIR = pytest.StashKey[Path]()
+
+
+def _build_oracles(session: pytest.Session) -> None:
+    if not any(item.get_closest_marker("oracle") for item in session.items):
+        return
+    from tools import oracles as builder  # noqa: PLC0415
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    try:
+        session.config.stash[_ORACLE_DIR] = builder.build(progress=progress)
+    except (builder.BuildError, OSError, subprocess.CalledProcessError) as error:
+        session.config.stash[_ORACLE_BUILD_ERROR] = str(error)
+        progress(f"oracles: not built, the oracle tests will {'fail' if REQUIRE_CONTROL_PLANE else 'skip'}")
+
+
+def _oracle(request: pytest.FixtureRequest, kind: str) -> Iterator[Oracle]:
+    from tests.oracle_process import Oracle  # noqa: PLC0415
+
+    error = request.config.stash.get(_ORACLE_BUILD_ERROR, None)
+    directory = request.config.stash.get(_ORACLE_DIR, None)
+    if error is not None or directory is None:
+        message = f"the oracles could not be built: {error or 'not selected at collection'}"
+        if REQUIRE_CONTROL_PLANE:
+            pytest.fail(message)
+        pytest.skip(message)
+    with Oracle(directory / kind) as oracle:
+        yield oracle
+
+
+@pytest.fixture(scope="session")
+def scheduler_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    """kube-scheduler v1.37.2's plugins through its framework runtime (tests/oracles/scheduler)."""
+    yield from _oracle(request, "scheduler")
+
+
+@pytest.fixture(scope="session")
+def kubelet_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    """The kubelet v1.37.2's Topology Manager with its CPU, memory and device managers (tests/oracles/kubelet)."""
+    yield from _oracle(request, "kubelet")
+
+
+@pytest.fixture(scope="session")
+def dra_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    """k8s.io/dynamic-resource-allocation v0.37.2's structured allocator (tests/oracles/dra)."""
+    yield from _oracle(request, "dra")

@@ -47,7 +47,7 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "kubenexus" / "control-plane"
 
 
-def _go() -> str:
+def go_tool() -> str:
     go = shutil.which("go")
     if go is None:
         raise BuildError("the Go toolchain (go) is not on PATH; the test control plane is built from Go modules")
@@ -60,7 +60,7 @@ def build_key() -> str:
     for path in sorted(MODULE_DIR.rglob("go.*")):
         digest.update(path.relative_to(MODULE_DIR).as_posix().encode())
         digest.update(path.read_bytes())
-    go_version = subprocess.run([_go(), "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
+    go_version = subprocess.run([go_tool(), "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
     digest.update(go_version.strip().encode())
     return f"{KUBERNETES_VERSION}-etcd{ETCD_VERSION}-{digest.hexdigest()[:12]}"
 
@@ -91,8 +91,10 @@ def _version_ldflags() -> str:
     return " ".join(["-s", "-w", *flags])
 
 
-def _run(step: str, command: list[str], cwd: Path, progress: Callable[[str], None]) -> None:
-    progress(f"control plane: {step} ...")
+def run_go(step: str, arguments: list[str], cwd: Path, progress: Callable[[str], None]) -> None:
+    """``go <arguments>`` in ``cwd`` with the pinned build settings, its progress and failure named by ``step``."""
+    command = [go_tool(), *arguments]
+    progress(f"{step} ...")
     started = time.monotonic()
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     result = subprocess.run(
@@ -100,7 +102,7 @@ def _run(step: str, command: list[str], cwd: Path, progress: Callable[[str], Non
     )
     if result.returncode != 0:
         raise BuildError(f"{step} failed (exit {result.returncode}):\n{result.stdout[-4000:]}")
-    progress(f"control plane: {step} done in {time.monotonic() - started:.0f} s")
+    progress(f"{step} done in {time.monotonic() - started:.0f} s")
 
 
 def _print(line: str) -> None:
@@ -115,17 +117,16 @@ def build(*, force: bool = False, progress: Callable[[str], None] = _print) -> P
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    go = _go()
-    _run(
-        f"etcd {ETCD_VERSION}",
-        [go, "build", "-trimpath", "-o", str(staging / "etcd"), "go.etcd.io/etcd/server/v3"],
+    run_go(
+        f"control plane: etcd {ETCD_VERSION}",
+        ["build", "-trimpath", "-o", str(staging / "etcd"), "go.etcd.io/etcd/server/v3"],
         MODULE_DIR / "etcd",
         progress,
     )
-    _run(
-        f"k8s.io/kubernetes {KUBERNETES_VERSION} ({', '.join(KUBE_COMMANDS)}; 15-30 min on 2 cores the first time)",
+    run_go(
+        f"control plane: k8s.io/kubernetes {KUBERNETES_VERSION} ({', '.join(KUBE_COMMANDS)}; "
+        "15-30 min on 2 cores the first time)",
         [
-            go,
             "build",
             "-trimpath",
             "-ldflags",
@@ -153,7 +154,7 @@ def crd_files(directory: Path) -> dict[str, Path]:
     target.mkdir(exist_ok=True)
     for module, names in MODULE_CRDS.items():
         result = subprocess.run(
-            [_go(), "mod", "download", "-json", module],
+            [go_tool(), "mod", "download", "-json", module],
             cwd=directory,  # outside any module: the tools modules' go.sum stays as it is
             capture_output=True,
             text=True,

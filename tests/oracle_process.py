@@ -1,0 +1,96 @@
+"""One long-lived oracle program (tests/oracles/<kind>/, built by tools.oracles) answering cases over a pipe.
+
+``Oracle.ask(case)`` writes the case as one JSON line and reads upstream's answer line: its ``result``, or
+``OracleRefused`` carrying the ``error`` text upstream's code gave (a refused object, a panic). The program
+keeps running between cases, so thousands of cases take seconds; the session fixtures in tests/conftest.py
+start one per kind.
+
+Deep mode: ``KUBENEXUS_ORACLE_CASES=100000 python -m pytest -m oracle`` runs that many random cases per
+property instead of the fixed-seed lane's ``FIXED_CASES`` (CI); ``oracle_settings()`` gives the matching
+hypothesis settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from hypothesis import HealthCheck, settings
+
+FIXED_CASES = 3000
+DEEP_CASES = int(os.environ.get("KUBENEXUS_ORACLE_CASES", "0") or 0)
+
+
+class OracleRefused(Exception):
+    """Upstream's code refused the case (or panicked on it); the message is its text."""
+
+
+class Oracle:
+    def __init__(self, program: Path) -> None:
+        self.program = program
+        self._process = subprocess.Popen(
+            [str(program)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def ask(self, case: dict[str, Any]) -> Any:
+        stdin, stdout = self._pipes()
+        stdin.write(json.dumps(case, separators=(",", ":")) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.program.name} oracle exited ({self._process.poll()}): {self._stderr()}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise OracleRefused(answer["error"])
+        return answer.get("result")
+
+    def _pipes(self) -> tuple[IO[str], IO[str]]:
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        return self._process.stdin, self._process.stdout
+
+    def _stderr(self) -> str:
+        if self._process.poll() is None or self._process.stderr is None:
+            return ""
+        return self._process.stderr.read()[-2000:]
+
+    def close(self) -> None:
+        stdin, stdout = self._pipes()
+        stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        stdout.close()
+        if self._process.stderr is not None:
+            self._process.stderr.close()
+
+    def __enter__(self) -> Oracle:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def oracle_settings(**overrides: Any) -> settings:
+    """Hypothesis settings of an oracle property: the fixed-seed lane (``FIXED_CASES`` examples, derandomized)
+    or, with ``KUBENEXUS_ORACLE_CASES`` set, that many random examples."""
+    common: dict[str, Any] = {
+        "deadline": None,
+        "database": None,
+        "suppress_health_check": list(HealthCheck),
+        "print_blob": True,
+    }
+    if DEEP_CASES:
+        return settings(max_examples=DEEP_CASES, derandomize=False, **common, **overrides)
+    return settings(max_examples=FIXED_CASES, derandomize=True, **common, **overrides)
