@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the Python code of every .proto under proto/: messages (*_pb2.py), gRPC stubs (*_pb2_grpc.py)
-# and typed stubs for both (*.pyi, mypy-protobuf). The generated files are committed; the generator versions
-# are pinned in pyproject.toml's `test` extra because their output embeds them.
+# and typed stubs for both (*.pyi, mypy-protobuf); and the Go code of the protos the Go scheduler plugin uses
+# (*.pb.go, *_grpc.pb.go, into the scheduler/ module, at the path their go_package names). The generated files
+# are committed; the generator versions are pinned (Python: pyproject.toml's `test` extra; Go: scheduler/go.mod's
+# tool lines) because their output embeds them.
 #
 #   tools/regen_protos.sh           regenerate in place (and delete generated files whose .proto is gone)
 #   tools/regen_protos.sh --check   regenerate into a scratch folder; exit 1 when anything would change
@@ -15,7 +17,10 @@ declare -A PACKAGE_FOR=(
   ["k8s.io/kubelet/pkg/apis/podresources/v1"]="agent/podresources/v1"
   ["kubenexus/placement/v1"]="placement/api/v1"
 )
-GENERATED_GLOBS=('*_pb2.py' '*_pb2.pyi' '*_pb2_grpc.py' '*_pb2_grpc.pyi')
+# The proto directories with Go code: their go_package is under the scheduler/ module (kubenexus.io/scheduler).
+GO_PROTO_DIRS=("kubenexus/placement/v1")
+GO_MODULE=kubenexus.io/scheduler
+GENERATED_GLOBS=('*_pb2.py' '*_pb2.pyi' '*_pb2_grpc.py' '*_pb2_grpc.pyi' 'scheduler/*.pb.go')
 
 mode=write
 case "${1:-}" in
@@ -42,6 +47,20 @@ for dir in "${proto_dirs[@]}"; do
     --mypy_out="$scratch" --mypy_grpc_out="$scratch" \
     "${protos[@]}" 2> >(grep -v '^Writing mypy to ' >&2)
 done
+
+# Go: protoc-gen-go and protoc-gen-go-grpc built at the versions scheduler/go.mod pins, the same protoc.
+mkdir -p "$scratch/.bin" "$scratch/scheduler"
+(cd scheduler && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -o "$scratch/.bin/" \
+  google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
+for dir in "${GO_PROTO_DIRS[@]}"; do
+  mapfile -t protos < <(find "proto/$dir" -maxdepth 1 -name '*.proto' | sort)
+  python -m grpc_tools.protoc -Iproto \
+    --plugin=protoc-gen-go="$scratch/.bin/protoc-gen-go" --plugin=protoc-gen-go-grpc="$scratch/.bin/protoc-gen-go-grpc" \
+    --go_out="$scratch/scheduler" --go_opt=module=$GO_MODULE \
+    --go-grpc_out="$scratch/scheduler" --go-grpc_opt=module=$GO_MODULE \
+    "${protos[@]}"
+done
+rm -rf "$scratch/.bin"
 
 # Generated files the work tree holds now (committed or not), to spot stale ones.
 mapfile -t existing < <(git ls-files --cached --others --exclude-standard -- "${GENERATED_GLOBS[@]}" | sort -u)

@@ -3,7 +3,7 @@
 isort:skip_file
 The KubeNexus placement service: topology-, NUMA- and gang-aware placement decisions for a Kubernetes
 scheduler. Clients: the scheduler shim (HTTP extender and standalone binder) and people with grpcurl
-(server reflection is on). Regenerate the Python code with tools/regen_protos.sh.
+(server reflection is on). Regenerate the Python and Go code with tools/regen_protos.sh.
 
 Conventions:
 * A pod is sent either as a `Pod` message or as `pod_json`, the Kubernetes Pod object as JSON (what
