@@ -2,7 +2,7 @@
 // service. One call per scheduling cycle on the hot path: PreFilter asks the service for the pod's feasible
 // nodes and their scores (Score RPC) and keeps the answer in CycleState, where Filter and Score read it.
 // Reserve and Unreserve mirror kube-scheduler's assumption into the service (its NUMA cells and GPUs are
-// charged at once); Permit is the gang barrier (PermitStatus).
+// charged at once); Permit is the gang barrier (PermitStatus); PreBind writes the placement on the pod.
 package kubenexus
 
 import (
@@ -31,7 +31,7 @@ const Name = "KubeNexus"
 
 const stateKey fwk.StateKey = Name
 
-// Plugin implements PreFilter, Filter, Score, Reserve and Permit.
+// Plugin implements PreFilter, Filter, Score, Reserve, Permit and PreBind.
 type Plugin struct {
 	args   *Args
 	conn   *grpc.ClientConn
@@ -48,6 +48,7 @@ var (
 	_ fwk.ScorePlugin     = (*Plugin)(nil)
 	_ fwk.ReservePlugin   = (*Plugin)(nil)
 	_ fwk.PermitPlugin    = (*Plugin)(nil)
+	_ fwk.PreBindPlugin   = (*Plugin)(nil)
 )
 
 // New is the plugin's factory (frameworkruntime.PluginFactory): its args are validated here, so that a

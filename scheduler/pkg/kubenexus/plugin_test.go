@@ -3,6 +3,7 @@ package kubenexus
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
@@ -175,7 +177,7 @@ func TestReserve(t *testing.T) {
 
 // permitFramework is a real scheduler framework with the plugin at Reserve and Permit, so that waiting pods
 // are the framework's own.
-func permitFramework(t *testing.T, args *Args) fwk.Handle {
+func permitFramework(t *testing.T, args *Args, options ...frameworkruntime.Option) fwk.Handle {
 	t.Helper()
 	factory := func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 		return newWithClient(args, handle)
@@ -185,8 +187,8 @@ func permitFramework(t *testing.T, args *Args) fwk.Handle {
 	handle, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit"),
-	}, "kubenexus-scheduler", frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()))
+		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit", "PreBind"),
+	}, "kubenexus-scheduler", append(options, frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +246,69 @@ func TestPermitGangBarrier(t *testing.T) {
 				t.Fatal("the first member is still waiting at Permit")
 			}
 		})
+	}
+}
+
+func TestPreBindWritesThePlacement(t *testing.T) {
+	placement := &placementv1.PodPlacement{
+		Node: "gpu-a", NumaCells: []int32{1, 0}, GpuIds: []int32{5, 4},
+		Annotations: map[string]string{"numa.scheduling.kubenexus.io/policy": "single-numa"},
+	}
+	tests := []struct {
+		name     string
+		response *placementv1.ReserveResponse
+		want     map[string]string // nil: PreBind skipped, the pod untouched
+	}{
+		{
+			name:     "cells, GPUs, the chosen annotations and the node",
+			response: &placementv1.ReserveResponse{Reserved: true, Placement: placement},
+			want: map[string]string{
+				assignedCellsKey: "0,1", assignedGPUsKey: "4,5", reservedNodeKey: "gpu-a",
+				"numa.scheduling.kubenexus.io/policy": "single-numa", "kept": "yes",
+			},
+		},
+		{
+			name:     "a CPU pod: no GPU annotation",
+			response: &placementv1.ReserveResponse{Reserved: true, Placement: &placementv1.PodPlacement{Node: "gpu-a", NumaCells: []int32{0}}},
+			want:     map[string]string{assignedCellsKey: "0", reservedNodeKey: "gpu-a", "kept": "yes"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod("infer-0")
+			pod.Annotations = map[string]string{"kept": "yes"}
+			client := clientsetfake.NewClientset(pod)
+			handle := permitFramework(t, serve(t, &fakeService{reserve: tt.response}, FailurePolicyFail), frameworkruntime.WithClientSet(client))
+			runner := handle.(framework.Framework)
+			ctx := context.Background()
+			state := framework.NewCycleState()
+			if status := runner.RunReservePluginsReserve(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
+				t.Fatalf("Reserve: %v", status)
+			}
+			if status := runner.RunPreBindPreFlights(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
+				t.Fatalf("PreBindPreFlight: %v", status)
+			}
+			if status := runner.RunPreBindPlugins(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
+				t.Fatalf("PreBind: %v", status)
+			}
+			got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got.Annotations, tt.want) {
+				t.Errorf("annotations: got %v, want %v", got.Annotations, tt.want)
+			}
+		})
+	}
+}
+
+func TestPreBindSkippedWithoutReservation(t *testing.T) {
+	plugin, err := newWithClient(serve(t, &fakeService{}, FailurePolicyFail), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plugin.Close() }()
+	if _, status := plugin.PreBindPreFlight(context.Background(), framework.NewCycleState(), testPod("p"), "n"); !status.IsSkip() {
+		t.Errorf("got %v, want Skip", status)
 	}
 }
