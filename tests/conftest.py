@@ -155,7 +155,7 @@ _ORACLE_DIR = pytest.StashKey[Path]()
 def _build_oracles(session: pytest.Session) -> None:
     if not any(item.get_closest_marker("oracle") for item in session.items):
         return
-    from tools import oracles as builder  # noqa: PLC0415
+    from tools.oracles import PROGRAMS, BuildError  # noqa: PLC0415
 
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
 
@@ -164,8 +164,8 @@ def _build_oracles(session: pytest.Session) -> None:
             reporter.write_line(line)
 
     try:
-        session.config.stash[_ORACLE_DIR] = builder.build(progress=progress)
-    except (builder.BuildError, OSError, subprocess.CalledProcessError) as error:
+        session.config.stash[_ORACLE_DIR] = PROGRAMS.build(progress=progress)
+    except (BuildError, OSError, subprocess.CalledProcessError) as error:
         session.config.stash[_ORACLE_BUILD_ERROR] = str(error)
         progress(f"oracles: not built, the oracle tests will {'fail' if REQUIRE_CONTROL_PLANE else 'skip'}")
 

@@ -73,7 +73,7 @@ def is_built(directory: Path) -> bool:
     return (directory / "STAMP").is_file() and all((directory / name).is_file() for name in BINARIES)
 
 
-def _version_ldflags() -> str:
+def version_ldflags() -> str:
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
     values = {
         "gitVersion": KUBERNETES_VERSION,
@@ -130,7 +130,7 @@ def build(*, force: bool = False, progress: Callable[[str], None] = _print) -> P
             "build",
             "-trimpath",
             "-ldflags",
-            _version_ldflags(),
+            version_ldflags(),
             "-o",
             str(staging) + os.sep,
             *(f"k8s.io/kubernetes/cmd/{name}" for name in KUBE_COMMANDS),
