@@ -447,10 +447,11 @@ class ControlPlane:
         self._extra.append(process)
         return process
 
-    def start_scheduler(self, config: Path, name: str = "kube-scheduler") -> Process:
-        """kube-scheduler v1.37 with ``config`` (its ``clientConnection.kubeconfig`` names its identity)."""
+    def start_scheduler(self, config: Path, name: str = "kube-scheduler", binary: Path | None = None) -> Process:
+        """kube-scheduler v1.37 (or ``binary``: kubenexus-scheduler, the same with the KubeNexus plugin) with
+        ``config`` (its ``clientConnection.kubeconfig`` names its identity)."""
         return self.start_process(name, [
-            str(self.bin / "kube-scheduler"), f"--config={config}", "--secure-port=0",
+            str(binary or self.bin / "kube-scheduler"), f"--config={config}", "--secure-port=0",
             f"--feature-gates={FEATURE_GATES}", "--v=2",
         ])  # fmt: skip
 

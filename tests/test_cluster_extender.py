@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from helm_python.chart import Chart
 
-from kubenexus.kube.client import Json, KubeClient
-from kubenexus.topology.model import NodeTopology
+from kubenexus.kube.client import Json
 from placement.core.annotations import (
     AFFINITY_KEY,
     ASSIGNED_CELLS_KEY,
@@ -45,17 +41,23 @@ from placement.core.annotations import (
     RESERVED_NODE_KEY,
 )
 from placement.shim.client import PlacementClient, TlsFiles
+from tests.cluster_kube_scheduler import (
+    KUBE_SCHEDULER_ACCOUNT,
+    SYSTEM,
+    SchedulerScene,
+    differences,
+    kube_scheduler_identity,
+    lease_access,
+    lease_holder,
+    sign_client_certificate,
+    start_scheduler,
+)
 from tests.cluster_scene import (
     BOUND_S,
-    NVSWITCH,
     SCENE_LABEL,
     SCHEDULER,
-    SLICES_PATH,
-    SceneBase,
     cells_and_gpus,
-    close_scene,
     create_scene_namespace,
-    publish_topology,
 )
 from tests.conftest import wait_until
 from tests.control_plane import (
@@ -67,7 +69,7 @@ from tests.control_plane import (
     install,
     placement_kubeconfig,
 )
-from tests.dra_cluster import fixture_slice, gpu_claim, gpu_class, joined_topology
+from tests.dra_cluster import gpu_claim, gpu_class
 from tests.machines.node_topologies import cpu_node, nvswitch_node
 from tests.programs import Program, Service
 
@@ -75,14 +77,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "deploy" / "scheduler" / "kube-scheduler-config.yaml"
-CHART = REPO / "deploy" / "helm" / "kubenexus"
 # The old configuration (before bc5b2ee): the same extender, consulted only for pods requesting nvidia.com/gpu.
 OLD_SCHEDULER = "kubenexus-scheduler-old-config"
 OLD_MANAGED_RESOURCES = [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
-SYSTEM = "kubenexus-system"
-KUBE_SCHEDULER_ACCOUNT = "kubenexus-kube-scheduler"  # its ServiceAccount, and its client certificate's CN
 PLACEMENT_POD = "kubenexus-placement-extender-tests"
-LEASES_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM}/leases"
 LOW, MIDDLE, HIGH, HIGHEST = 10, 100, 1000, 2000
 
 _scenes = itertools.count()
@@ -108,45 +106,6 @@ def for_this_machine(shipped: Json, *, kubeconfig: Path, extender_port: int, tls
     return config
 
 
-def differences(a: Any, b: Any, path: str = "") -> set[str]:
-    """The paths (``extenders.0.urlPrefix``) where two decoded YAML documents differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return {found for key in a.keys() | b.keys() for found in differences(a.get(key), b.get(key), f"{path}.{key}")}
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return {found for i, (x, y) in enumerate(zip(a, b, strict=True)) for found in differences(x, y, f"{path}.{i}")}
-    return set() if a == b else {path.lstrip(".")}
-
-
-def kube_scheduler_identity() -> list[Json]:
-    """The second kube-scheduler's ServiceAccount and RBAC as the chart's extender mode renders them (Helm's own
-    Go code, as tests/test_helm_chart.py renders the chart)."""
-    rendered = Chart.load(CHART).render({"scheduler": {"mode": "extender"}}, name="kubenexus", namespace=SYSTEM)
-    documents = [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if doc]
-    kinds = {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding"}
-    return [
-        doc for doc in documents
-        if doc["kind"] in kinds and doc["metadata"]["labels"].get("app.kubernetes.io/name") == KUBE_SCHEDULER_ACCOUNT
-    ]  # fmt: skip
-
-
-def sign_client_certificate(authority: Path, folder: Path, name: str) -> tuple[Path, Path]:
-    """A client certificate with CN ``name`` from the test CA in ``authority`` (the ``certificates`` fixture)."""
-    key, request, cert, extensions = (folder / f"{name}.{ext}" for ext in ("key", "csr", "crt", "ext"))
-    extensions.write_text("extendedKeyUsage=clientAuth\n")
-    for args in (
-        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(request)],
-        ["x509", "-req", "-in", str(request), "-CA", str(authority / "ca.crt"), "-CAkey", str(authority / "ca.key"),
-         "-CAcreateserial", "-days", "1", "-extfile", str(extensions), "-out", str(cert)],
-    ):  # fmt: skip
-        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-    return cert, key
-
-
-def lease_holder(plane: ControlPlane, name: str) -> str:
-    lease = plane.admin.get(f"{LEASES_PATH}/{name}")
-    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
-
-
 # -- the module's system: serve, extender, kube-scheduler ---------------------------------------------------
 
 
@@ -164,17 +123,6 @@ class Extended:
     def calls(self, verb: str, pod: str) -> list[dict[str, Any]]:
         """The extender's log lines for ``verb`` (filter, prioritize, preempt) called for ``pod`` (ns/name)."""
         return [record for record in self.extender.logs() if record.get("message") == verb and record["pod"] == pod]
-
-
-def start_scheduler(plane: ControlPlane, config: Json, path: Path) -> Process:
-    """kube-scheduler with ``config`` (written to ``path``), once it holds its Lease: it schedules from then on."""
-    path.write_text(yaml.safe_dump(config))
-    process = plane.start_scheduler(path, name=path.stem)
-    lease = config["leaderElection"]["resourceName"]
-    wait_until(lambda: bool(lease_holder(plane, lease)) or not process.running(), timeout_s=BOUND_S,
-               what=f"kube-scheduler to hold its Lease {lease}")  # fmt: skip
-    assert process.running(), process.tail()
-    return process
 
 
 @pytest.fixture(scope="module")
@@ -232,45 +180,9 @@ def extended(
 # -- one test's cluster: a namespace, its nodes, its pods ---------------------------------------------------
 
 
-@dataclass
-class Scene(SceneBase):
+@dataclass(kw_only=True)
+class Scene(SchedulerScene):
     system: Extended
-    namespace: str
-    folder: Path
-    nodes: list[str] = field(default_factory=list)
-
-    @property
-    def admin(self) -> KubeClient:
-        return self.system.plane.admin
-
-    def key(self, name: str) -> str:
-        return f"{self.namespace}/{name}"
-
-    def add_nodes(self, machines: Mapping[str, NodeTopology], *, dra: bool = False) -> list[str]:
-        """One Node per machine (``<namespace>-<key>``) with the machine's capacity, its topology published as
-        the agent publishes it; with ``dra`` its GPUs are DRA devices (a ResourceSlice of NVIDIA's driver, no
-        ``nvidia.com/gpu`` capacity). Returns when the service knows every one of them."""
-        names = []
-        for key, machine in machines.items():
-            name = f"{self.namespace}-{key}"
-            topology, resource_slice = machine, None
-            capacity = {"cpu": str(len(machine.machine.online_cpus)), "pods": "110",
-                        "memory": str(sum(cell.memory_bytes or 0 for cell in machine.numa_cells))}  # fmt: skip
-            if dra:
-                resource_slice = fixture_slice(NVSWITCH, name)
-                topology = joined_topology(machine, resource_slice)
-            elif machine.gpus:
-                capacity["nvidia.com/gpu"] = str(len(machine.gpus))
-            self.system.plane.create_node(name, labels={SCENE_LABEL: self.namespace}, capacity=capacity)
-            self.nodes.append(name)
-            publish_topology(self.system.plane, name, topology, self.folder)
-            if resource_slice is not None:
-                self.admin.create(SLICES_PATH, resource_slice)  # as the driver's kubelet plugin publishes it
-            names.append(name)
-        probe = self.pod("probe", cpus=1, memory="1Gi")
-        wait_until(lambda: set(self.system.client.filter(probe, names).feasible_nodes) == set(names),
-                   timeout_s=90, what=f"the service to know nodes {names}")  # fmt: skip
-        return names
 
     def placed(self, name: str, node: str, cell: int, gpus: Sequence[int], *, cpus: int, priority: int = LOW) -> Json:
         """A pod placed on ``node`` earlier (its cells and GPUs recorded as our bind records them). Grace period
@@ -282,25 +194,6 @@ class Scene(SceneBase):
                                           priorityClassName=priority_class(priority),
                                           terminationGracePeriodSeconds=0)])  # fmt: skip
         return stored
-
-    def wait_bound(self, names: Sequence[str]) -> dict[str, str]:
-        def done() -> bool:
-            return set(names) <= set(self.bound())
-
-        try:
-            wait_until(done, timeout_s=BOUND_S, what=f"pods {list(names)} bound")
-        except AssertionError as error:
-            logs = f"{self.system.scheduler.tail()}\n{self.system.extender.text()[-3000:]}"
-            raise AssertionError(f"{error}\n{logs}") from None
-        return self.bound()
-
-    def events(self, name: str, reason: str) -> list[str]:
-        """The messages ``kubectl get events`` shows for the pod, with that reason."""
-        shown = self.system.plane.kubectl(
-            "get", "events", "-n", self.namespace, "-o", "json",
-            "--field-selector", f"involvedObject.name={name},reason={reason}",
-        )  # fmt: skip
-        return [str(event["message"]) for event in json.loads(shown.stdout)["items"]]
 
     def assert_reached_the_service(self, name: str, node: str, *, scored: bool = True) -> None:
         """kube-scheduler called the extender's filter, prioritize (unless ``scored`` is False: with one
@@ -318,17 +211,18 @@ class Scene(SceneBase):
                    if "f:annotations" in entry.get("fieldsV1", {}).get("f:metadata", {})}  # fmt: skip
         assert FIELD_MANAGER in writers
 
-    def close(self) -> None:
-        """Pods force-deleted (no kubelet confirms a graceful deletion) and this scene's nodes removed."""
-        close_scene(self.system.plane, self.namespace, self.nodes)
-
 
 @pytest.fixture
 def scene(control_plane: ControlPlane, extended: Extended, tmp_path: Path) -> Iterator[Scene]:
     namespace = f"extender-{next(_scenes)}"
     create_scene_namespace(control_plane, namespace)
     priority_classes(control_plane)
-    made = Scene(extended, namespace, tmp_path)
+
+    def logs() -> str:
+        return f"{extended.scheduler.tail()}\n{extended.extender.text()[-3000:]}"
+
+    made = Scene(plane=control_plane, client=extended.client, namespace=namespace, folder=tmp_path, logs=logs,
+                 system=extended)  # fmt: skip
     try:
         yield made
     finally:
@@ -498,7 +392,7 @@ def test_the_old_managed_resources_list_let_a_cpu_only_pod_bypass_the_service(sc
         "profiles.0.schedulerName", "leaderElection.resourceName", "extenders.0.managedResources"
     }  # fmt: skip
     # The chart's Role lets the ServiceAccount hold only its own Lease; this scheduler's needs the same.
-    system.plane.apply_objects(old_lease_access())
+    system.plane.apply_objects(lease_access(OLD_SCHEDULER))
     nodes = scene.add_nodes({"gpu": nvswitch_node(), "cpu": cpu_node()})
     process = start_scheduler(system.plane, old, system.folder / f"{OLD_SCHEDULER}.yaml")
     try:
@@ -512,20 +406,6 @@ def test_the_old_managed_resources_list_let_a_cpu_only_pod_bypass_the_service(sc
     key = scene.key("numa")
     assert system.calls("filter", key) == []
     assert system.extender.find("bound", pod=key) is None
-
-
-def old_lease_access() -> list[Json]:
-    labels = {"app.kubernetes.io/name": "extender-tests"}
-    return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": OLD_SCHEDULER, "namespace": SYSTEM, "labels": labels},
-         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [OLD_SCHEDULER],
-                    "verbs": ["get", "update"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": OLD_SCHEDULER, "namespace": SYSTEM, "labels": labels},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": OLD_SCHEDULER},
-         "subjects": [{"kind": "ServiceAccount", "name": KUBE_SCHEDULER_ACCOUNT, "namespace": SYSTEM}]},
-    ]  # fmt: skip
 
 
 # -- 2. GPU pods: NUMA-aligned, or pending with the extender's reason ------------------------------------------

@@ -214,8 +214,11 @@ def _schema_errors(schema: Json, doc: Json) -> list[str]:
 
 
 def test_the_kube_scheduler_configuration_has_only_fields_kube_scheduler_knows() -> None:
-    (config,) = [doc for _, _, doc in _documents() if doc["kind"] == "KubeSchedulerConfiguration"]
-    assert _schema_errors(KUBE_SCHEDULER_CONFIGURATION, config) == []
+    configs = {Path(path).name: doc for path, _, doc in _documents() if doc["kind"] == "KubeSchedulerConfiguration"}
+    assert sorted(configs) == ["kube-scheduler-config.yaml", "kubenexus-scheduler-config.yaml"]  # extender, plugin
+    for config in configs.values():
+        assert _schema_errors(KUBE_SCHEDULER_CONFIGURATION, config) == []
+    config = configs["kube-scheduler-config.yaml"]
     # The schema is strict where it matters: a misspelt TLS field is caught, not ignored.
     misspelt = {**config, "extenders": [{**config["extenders"][0], "tlsConfig": {"caFIle": "/ca.crt"}}]}
     assert _schema_errors(KUBE_SCHEDULER_CONFIGURATION, misspelt) == [

@@ -626,14 +626,18 @@ POD_SHAPES = ((4, 0), (20, 0), (40, 0), (8, 2), (4, 4))  # (CPUs, GPUs)
 
 
 @pytest.mark.parametrize("annotations", NUMA_INTENTS.values(), ids=NUMA_INTENTS.keys())
-def test_filter_passes_exactly_the_nodes_reserve_takes_for_a_numa_intent(annotations: dict[str, str]) -> None:
-    """Every node, every pod shape: in Filter's feasible list if and only if Reserve takes the pod there, and
-    every node refused once with a reason otherwise."""
+def test_filter_and_score_pass_exactly_the_nodes_reserve_takes_for_a_numa_intent(annotations: dict[str, str]) -> None:
+    """Every node, every pod shape: in Filter's feasible list, and among Score's nodes (the scheduler plugin's
+    one call per cycle), if and only if Reserve takes the pod there, and every node refused once with a reason
+    otherwise, the same by both."""
     engine, nodes = _numa_cluster()
     for cpus, gpus in POD_SHAPES:
         pod = _numa_pod("p", annotations, cpus=cpus, gpus=gpus)
         filtered = engine.filter(pod, nodes)
+        scored = engine.score(pod, nodes)
         reserved = [node for node in nodes if _reserved_on(engine, pod, node)]
         assert sorted(filtered.feasible) == sorted(reserved), f"{cpus} CPUs, {gpus} GPUs"
+        assert sorted(scored.nodes) == sorted(reserved), f"{cpus} CPUs, {gpus} GPUs"
         rejected = [node for group in filtered.rejected for node in group.nodes]
         assert sorted([*filtered.feasible, *rejected]) == sorted(nodes)
+        assert sorted(scored.rejected) == sorted(filtered.rejected)

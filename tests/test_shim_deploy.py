@@ -34,6 +34,14 @@ def documents(folder: str) -> list[dict[str, Any]]:
     return docs
 
 
+def scheduler_config(name: str) -> dict[str, Any]:
+    """One KubeSchedulerConfiguration of deploy/scheduler: kube-scheduler-config.yaml (extender mode) or
+    kubenexus-scheduler-config.yaml (plugin mode)."""
+    (config,) = [doc for doc in yaml.safe_load_all((DEPLOY / "scheduler" / name).read_text()) if doc is not None]
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    return config  # type: ignore[no-any-return]
+
+
 def one(kind: str, name: str | None = None) -> dict[str, Any]:
     (doc,) = [d for d in documents("placement") if d["kind"] == kind and name in (None, d["metadata"]["name"])]
     return doc
@@ -355,8 +363,7 @@ def test_each_certificate_names_what_its_clients_dial_and_serves_one_side_only()
     assert parsed("binder").service.rpartition(":")[0] in server["dnsNames"]
     assert parsed("extender").service.rpartition(":")[0] in server["ipAddresses"]
     extender = leaves["kubenexus-extender-server-tls"]["spec"]
-    (scheduler_config,) = documents("scheduler")
-    (wiring,) = scheduler_config["extenders"]
+    (wiring,) = scheduler_config("kube-scheduler-config.yaml")["extenders"]
     assert urlsplit(wiring["urlPrefix"]).hostname in extender["dnsNames"]
     for secret, certificate in leaves.items():
         spec = certificate["spec"]
@@ -376,8 +383,7 @@ def test_each_certificate_names_what_its_clients_dial_and_serves_one_side_only()
 
 
 def test_the_scheduler_configuration_wires_the_extender_into_the_kubenexus_profile() -> None:
-    (config,) = documents("scheduler")
-    assert config["kind"] == "KubeSchedulerConfiguration"
+    config = scheduler_config("kube-scheduler-config.yaml")
     assert [p["schedulerName"] for p in config["profiles"]] == [SCHEDULER_NAME]
     (extender,) = config["extenders"]
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
@@ -391,11 +397,40 @@ def test_the_scheduler_configuration_wires_the_extender_into_the_kubenexus_profi
     assert config["leaderElection"]["resourceNamespace"] == one("Namespace")["metadata"]["name"]
 
 
+def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_and_reaches_the_leader() -> None:
+    config = scheduler_config("kubenexus-scheduler-config.yaml")
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == SCHEDULER_NAME
+    assert [p["name"] for p in profile["plugins"]["multiPoint"]["enabled"]] == ["KubeNexus"]
+    (plugin_config,) = profile["pluginConfig"]
+    args = plugin_config["args"]
+    assert plugin_config["name"] == "KubeNexus"
+    assert args["failurePolicy"] == "Fail"  # fail closed: a KubeNexus pod is never placed without the service
+    host, _, port = args["address"].rpartition(":")
+    assert host in certificates()["kubenexus-placement-server-tls"]["spec"]["dnsNames"]
+    assert host.startswith(one("Service", "kubenexus-placement")["metadata"]["name"] + ".")
+    assert int(port) == one("Service", "kubenexus-placement")["spec"]["ports"][0]["port"]
+    assert {args[key].rpartition("/")[0] for key in ("caFile", "certFile", "keyFile")} == {
+        "/etc/kubenexus/placement-client"
+    }
+    assert "extenders" not in config
+    assert config["leaderElection"]["resourceNamespace"] == one("Namespace")["metadata"]["name"]
+    # PreBind patches the pod: granted to kube-scheduler's ServiceAccount, in the namespace the lease is in.
+    rbac = documents("scheduler")
+    (binding,) = [doc for doc in rbac if doc["kind"] == "ClusterRoleBinding"]
+    (subject,) = binding["subjects"]
+    assert (subject["name"], subject["namespace"]) == ("kubenexus-kube-scheduler", one("Namespace")["metadata"]["name"])
+    (role,) = [
+        doc for doc in rbac if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == binding["roleRef"]["name"]
+    ]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+
+
 def test_the_extender_never_holds_a_bind_past_kube_schedulers_http_timeout() -> None:
     """kube-scheduler abandons an extender call after ``httpTimeout`` and schedules the pod again: the
     longest hold of a gang member at bind (``--max-gang-hold``, whatever a group's timeout asks) and the
     hold of a group without a timeout of its own (``--gang-timeout``) must end before it."""
-    (config,) = documents("scheduler")
+    config = scheduler_config("kube-scheduler-config.yaml")
     (extender,) = config["extenders"]
     timeout = re.fullmatch(r"(\d+)s", extender["httpTimeout"])
     assert timeout is not None, extender["httpTimeout"]
@@ -404,7 +439,7 @@ def test_the_extender_never_holds_a_bind_past_kube_schedulers_http_timeout() -> 
 
 
 def test_kube_scheduler_calls_the_extender_over_verified_mutual_tls() -> None:
-    (config,) = documents("scheduler")
+    config = scheduler_config("kube-scheduler-config.yaml")
     (extender,) = config["extenders"]
     url = urlsplit(extender["urlPrefix"])
     leader = one("Service", "kubenexus-placement")

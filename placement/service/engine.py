@@ -180,9 +180,7 @@ class PlacementEngine:
             candidates = self._resolve(nodes, names_key)
             # Filter needs no scores: the scoring pass is the Score call's work.
             filtered = self.index.judge(pending).filtered(self.verdicts.filter(candidates.rows, demand, intent))
-            restricts_cells = bool(pending.intent.affinity_node_ids or pending.intent.anti_affinity_node_ids)
-            rows = candidates.rows[filtered.feasible]
-            refused = self._refused_by_plan(pending, rows) if intent is not None and restricts_cells else []
+            refused = self._refused_by_plan(pending, candidates.rows[filtered.feasible])
             dropped = {refusal.node for refusal in refused}
             feasible = tuple(name for name in candidates.names[filtered.feasible].tolist() if name not in dropped)
             rejected = ordered(
@@ -198,11 +196,13 @@ class PlacementEngine:
         cell allows every cell, so the kubelet's choice cannot fall outside it and no plan is needed (the exact
         plan costs about 0.4 ms a node: 0.4 s over 1,000 feasible nodes, measured). A
         scheduler that binds on Filter's answer (kube-scheduler with the extender) would otherwise pick a node
-        that Reserve then refuses at bind, again at every retry, while another node might hold the pod. Call
-        under the index lock."""
-        if not len(rows):
-            return []
+        that Reserve then refuses at bind, again at every retry, while another node might hold the pod; Score
+        drops the same nodes (the scheduler plugin takes Score's nodes as the feasible ones). Call under the
+        index lock."""
         demand, intent = demand_of(pending.pod), _intent(pending)
+        restricts_cells = bool(pending.intent.affinity_node_ids or pending.intent.anti_affinity_node_ids)
+        if not len(rows) or intent is None or not restricts_cells:
+            return []
         judged = self.index.judge(pending)
         scores = judged.scored(combine(self.index.arrays(), rows, self.verdicts.components(rows, demand, intent)))
         refused = []
@@ -226,6 +226,10 @@ class PlacementEngine:
             judged = self.index.judge(pending)
             filtered = judged.filtered(self.verdicts.filter(rows, demand, intent))
             feasible = rows[filtered.feasible]
+            refused = self._refused_by_plan(pending, feasible)
+            if refused:
+                dropped = {refusal.node for refusal in refused}
+                feasible = feasible[[self.index.name_of(row) not in dropped for row in feasible.tolist()]]
             scores = judged.scored(combine(arrays, feasible, self.verdicts.components(feasible, demand, intent)))
             order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
@@ -235,7 +239,9 @@ class PlacementEngine:
             landing = scores.landing_cell[order]
             cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
             names = tuple(self.index.names_of(ordered_rows))
-            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
+            rejected = ordered(
+                [*_unknown(candidates), *_rejections(candidates.names, filtered), *group_rejections(refused)]
+            )
         return ScoreOutcome(
             nodes=names,
             totals=scores.total[order].tolist(),

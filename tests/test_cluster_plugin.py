@@ -1,0 +1,260 @@
+"""Plugin mode against the real control plane: kubenexus-scheduler (kube-scheduler v1.37.2 with the KubeNexus
+framework plugin, built from scheduler/ by tools/kubenexus_scheduler.py) runs the shipped
+deploy/scheduler/kubenexus-scheduler-config.yaml, changed only where a test machine differs from a cluster (its
+kubeconfig, the service's address, the TLS files), as the ServiceAccount and RBAC the chart gives kube-scheduler
+plus deploy/scheduler/kubenexus-scheduler-rbac.yaml. The plugin calls ``serve`` over mutual-TLS gRPC as the
+writer identity; the service runs as the kubenexus-placement ServiceAccount with deploy/placement's RBAC.
+
+What each test asserts is what the real components did: where the server bound the pod (``spec.nodeName``, set
+by kube-scheduler's DefaultBinder), the placement annotations the plugin's PreBind wrote, the service's own
+answers, and what a user reads (``kubectl get events``). Nodes are Node objects with the machine's capacity,
+their topology published by the agent's own ``Publisher``; there is no kubelet, so a bound pod stays Pending.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubenexus.kube.client import Json
+from placement.core.annotations import AFFINITY_KEY, ASSIGNED_CELLS_KEY, POLICY_KEY, RESERVED_NODE_KEY
+from placement.shim.client import PlacementClient, TlsFiles
+from tests.cluster_kube_scheduler import (
+    KUBE_SCHEDULER_ACCOUNT,
+    SYSTEM,
+    SchedulerScene,
+    differences,
+    kube_scheduler_identity,
+    lease_access,
+    lease_holder,
+    start_scheduler,
+)
+from tests.cluster_scene import BOUND_S, SCHEDULER, cells_and_gpus, create_scene_namespace
+from tests.conftest import wait_until
+from tests.control_plane import (
+    PLACEMENT_MANIFESTS,
+    ControlPlane,
+    Process,
+    free_port,
+    install,
+    manifest_objects,
+    placement_kubeconfig,
+)
+from tests.machines.node_topologies import cpu_node, nvswitch_node
+from tests.programs import Service
+from tools.kubenexus_scheduler import PROGRAMS, BuildError
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED_CONFIG = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-config.yaml"
+PLUGIN_RBAC = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-rbac.yaml"
+PLACEMENT_POD = "kubenexus-placement-plugin-tests"
+# A second kubenexus-scheduler whose service never answers: one profile per failure policy.
+FAIL_CLOSED, IGNORE = "kubenexus-fail-closed", "kubenexus-ignore"
+
+_scenes = itertools.count()
+
+
+def shipped_config() -> Json:
+    document: Json = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    return document
+
+
+def plugin_args(config: Json, profile: int = 0) -> Json:
+    (plugin_config,) = config["profiles"][profile]["pluginConfig"]
+    args: Json = plugin_config["args"]
+    return args
+
+
+def for_this_machine(shipped: Json, *, kubeconfig: Path, address: str, certificates: Path) -> Json:
+    """``shipped`` with kube-scheduler's ServiceAccount kubeconfig (in a cluster: in-cluster credentials), the
+    service on 127.0.0.1 (in a cluster: the leader Service) and the TLS files here (in a cluster: the Secret's)."""
+    config = copy.deepcopy(shipped)
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    plugin_args(config).update({
+        "address": address, "caFile": str(certificates / "ca.crt"),
+        "certFile": str(certificates / f"{SCHEDULER}.crt"), "keyFile": str(certificates / f"{SCHEDULER}.key"),
+    })  # fmt: skip
+    return config
+
+
+@dataclass
+class Plugged:
+    plane: ControlPlane
+    service: Service
+    scheduler: Process
+    config: Path
+    client: PlacementClient
+    folder: Path
+    kubeconfig: Path
+    binary: Path
+    certificates: Path
+
+
+@pytest.fixture(scope="module")
+def plugged(
+    control_plane: ControlPlane, certificates: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Plugged]:
+    try:
+        binary = PROGRAMS.build() / "kubenexus-scheduler"
+    except BuildError as error:
+        pytest.fail(f"kubenexus-scheduler could not be built: {error}")
+    folder = tmp_path_factory.mktemp("plugin")
+    install(control_plane, PLACEMENT_MANIFESTS)
+    control_plane.apply_objects([*kube_scheduler_identity(), *manifest_objects(PLUGIN_RBAC)])
+    placement = placement_kubeconfig(control_plane, PLACEMENT_POD, folder / "placement.kubeconfig",
+                                     node="plugin-tests-system")  # fmt: skip
+    service = Service(
+        placement,
+        f"--tls-cert={certificates / 'server.crt'}",
+        f"--tls-key={certificates / 'server.key'}",
+        f"--tls-client-ca={certificates / 'ca.crt'}",
+        f"--writer-identity={SCHEDULER}",
+    )
+    shim = TlsFiles(ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt",
+                    key=certificates / f"{SCHEDULER}.key")  # fmt: skip
+    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim)
+    scheduler: Process | None = None
+    try:
+        service.wait_ready()
+        kubeconfig = control_plane.service_account_kubeconfig(folder / "kube-scheduler.kubeconfig", SYSTEM,
+                                                              KUBE_SCHEDULER_ACCOUNT)  # fmt: skip
+        config = for_this_machine(shipped_config(), kubeconfig=kubeconfig, address=service.address,
+                                  certificates=certificates)  # fmt: skip
+        path = folder / "kubenexus-scheduler.yaml"
+        scheduler = start_scheduler(control_plane, config, path, binary=binary)
+        yield Plugged(control_plane, service, scheduler, path, client, folder, kubeconfig, binary, certificates)
+    finally:
+        if scheduler is not None:
+            scheduler.stop()
+        client.close()
+        service.stop()
+    assert "Traceback" not in service.text(), service.text()[-3000:]
+
+
+@pytest.fixture
+def scene(control_plane: ControlPlane, plugged: Plugged, tmp_path: Path) -> Iterator[SchedulerScene]:
+    namespace = f"plugin-{next(_scenes)}"
+    create_scene_namespace(control_plane, namespace)
+
+    def logs() -> str:
+        return f"{plugged.scheduler.tail()}\n{plugged.service.text()[-3000:]}"
+
+    made = SchedulerScene(plane=control_plane, client=plugged.client, namespace=namespace, folder=tmp_path,
+                          logs=logs)  # fmt: skip
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+# -- the configuration ------------------------------------------------------------------------------------
+
+
+def test_kubenexus_scheduler_runs_the_shipped_configuration_changed_only_for_this_machine(plugged: Plugged) -> None:
+    running = yaml.safe_load(plugged.config.read_text())
+    assert differences(shipped_config(), running) == {
+        "clientConnection",
+        "profiles.0.pluginConfig.0.args.address",
+        "profiles.0.pluginConfig.0.args.caFile",
+        "profiles.0.pluginConfig.0.args.certFile",
+        "profiles.0.pluginConfig.0.args.keyFile",
+    }
+    assert plugged.scheduler.running()
+    assert lease_holder(plugged.plane, running["leaderElection"]["resourceName"])
+    version = plugged.plane.kubectl("version", "-o", "json").stdout  # the server; the binary says its own below
+    assert "v1.37.2" in version
+    shown = subprocess.run([str(plugged.binary), "--version"], capture_output=True, text=True, check=True, timeout=60)
+    assert shown.stdout.strip() == "Kubernetes v1.37.2"
+
+
+# -- placements the service decides, bound by kube-scheduler --------------------------------------------------
+
+
+def numa_pod(scene: SchedulerScene, name: str, *, scheduler: str = SCHEDULER) -> Json:
+    """A CPU-only pod with a NUMA intent: one NUMA cell, and that cell must be 1."""
+    return scene.pod(name, cpus=4, annotations={POLICY_KEY: "single-numa", AFFINITY_KEY: "1"}, schedulerName=scheduler)
+
+
+def test_a_numa_pod_goes_only_where_the_service_admits_it_and_carries_its_cells(scene: SchedulerScene) -> None:
+    """The pod must be in NUMA cell 1, and its kubelet (single-numa-node) pins it to the first cell that fits:
+    cell 0 of an empty node, cell 1 of a CPU node whose cell 0 is nearly full. kube-scheduler's own plugins
+    admit both nodes; the plugin's PreFilter narrows the cycle to the one the service admits, and its PreBind
+    writes the service's placement (cell 1) on the pod before DefaultBinder binds it."""
+    empty, full = scene.add_nodes({"gpu": nvswitch_node(), "cpu": cpu_node()})
+    scene.create([scene.pod("filler", cpus=30, nodeName=full, terminationGracePeriodSeconds=0,
+                            annotations={ASSIGNED_CELLS_KEY: "0", RESERVED_NODE_KEY: full})])  # fmt: skip
+    probe = numa_pod(scene, "probe")
+    wait_until(lambda: list(scene.client.filter(probe, [empty, full]).feasible_nodes) == [full], timeout_s=60,
+               what="the service to charge the filler")  # fmt: skip
+    scene.create([numa_pod(scene, "numa")])
+    assert scene.wait_bound(["numa"])["numa"] == full
+    annotations = scene.get("numa")["metadata"]["annotations"]
+    assert annotations[RESERVED_NODE_KEY] == full
+    assert cells_and_gpus(scene.get("numa")) == ([1], [])
+
+
+def test_a_gpu_pod_gets_the_gpu_set_the_service_chose(scene: SchedulerScene) -> None:
+    """A 4-GPU pod on an 8-GPU NVSwitch machine: the service reserves a GPU set in one NUMA cell; PreBind writes
+    the cells and GPUs, and the service counts them as taken (5 more GPUs no longer fit the node)."""
+    (node,) = scene.add_nodes({"gpu": nvswitch_node()})
+    scene.create([scene.pod("train", gpus=4, cpus=8, annotations={POLICY_KEY: "single-numa"})])
+    assert scene.wait_bound(["train"])["train"] == node
+    cells, gpus = cells_and_gpus(scene.get("train"))
+    assert len(cells) == 1
+    assert len(gpus) == 4
+    assert not scene.client.filter(scene.pod("more", gpus=5, cpus=8), [node]).feasible_nodes
+
+
+def test_a_pod_that_fits_no_node_waits_with_the_services_reasons(scene: SchedulerScene) -> None:
+    scene.add_nodes({"cpu": cpu_node()})
+    scene.create([scene.pod("huge", gpus=2, cpus=8)])
+    wait_until(lambda: any("placement service" in m for m in scene.events("huge", "FailedScheduling")),
+               timeout_s=BOUND_S, what="a FailedScheduling event with the service's reasons")  # fmt: skip
+    (message, *_) = [m for m in scene.events("huge", "FailedScheduling") if "placement service" in m]
+    assert "Insufficient nvidia.com/gpu" in message
+    assert "huge" not in scene.bound()
+
+
+# -- the failure policy: a kubenexus-scheduler whose service never answers ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unreachable(plugged: Plugged, control_plane: ControlPlane) -> Iterator[Process]:
+    """kubenexus-scheduler with two profiles whose service address has nothing listening: Fail and Ignore."""
+    config = for_this_machine(shipped_config(), kubeconfig=plugged.kubeconfig, address=f"127.0.0.1:{free_port()}",
+                              certificates=plugged.certificates)  # fmt: skip
+    config["leaderElection"]["resourceName"] = "kubenexus-scheduler-unreachable"
+    fail_closed = config["profiles"][0]
+    ignore = copy.deepcopy(fail_closed)
+    fail_closed["schedulerName"], ignore["schedulerName"] = FAIL_CLOSED, IGNORE
+    plugin_args({"profiles": [ignore]})["failurePolicy"] = "Ignore"
+    plugin_args({"profiles": [fail_closed]})["timeout"] = "1s"
+    plugin_args({"profiles": [ignore]})["timeout"] = "1s"
+    config["profiles"] = [fail_closed, ignore]
+    control_plane.apply_objects(lease_access(config["leaderElection"]["resourceName"]))
+    process = start_scheduler(control_plane, config, plugged.folder / "unreachable.yaml", binary=plugged.binary)
+    yield process
+    process.stop()
+
+
+def test_while_the_service_cannot_answer_fail_keeps_pods_pending_and_ignore_lets_the_others_place_them(
+    scene: SchedulerScene, unreachable: Process
+) -> None:
+    (node,) = scene.add_nodes({"cpu": cpu_node()})
+    scene.create([scene.pod("closed", cpus=2, schedulerName=FAIL_CLOSED),
+                  scene.pod("open", cpus=2, schedulerName=IGNORE)])  # fmt: skip
+    assert scene.wait_bound(["open"])["open"] == node
+    wait_until(lambda: any("placement service Score" in m for m in scene.events("closed", "FailedScheduling")),
+               timeout_s=BOUND_S, what="the fail-closed pod's FailedScheduling event")  # fmt: skip
+    assert "closed" not in scene.bound()
+    assert unreachable.running()
+    assert RESERVED_NODE_KEY not in (scene.get("open")["metadata"].get("annotations") or {})
