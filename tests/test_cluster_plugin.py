@@ -24,7 +24,13 @@ import pytest
 import yaml
 
 from kubenexus.kube.client import Json
-from placement.core.annotations import AFFINITY_KEY, ASSIGNED_CELLS_KEY, POLICY_KEY, RESERVED_NODE_KEY
+from placement.core.annotations import (
+    AFFINITY_KEY,
+    ASSIGNED_CELLS_KEY,
+    ASSIGNED_GPUS_KEY,
+    POLICY_KEY,
+    RESERVED_NODE_KEY,
+)
 from placement.shim.client import PlacementClient, TlsFiles
 from tests.cluster_kube_scheduler import (
     KUBE_SCHEDULER_ACCOUNT,
@@ -42,6 +48,7 @@ from tests.control_plane import (
     PLACEMENT_MANIFESTS,
     ControlPlane,
     Process,
+    ensure_object,
     free_port,
     install,
     manifest_objects,
@@ -59,6 +66,7 @@ PLUGIN_RBAC = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-rbac.yaml"
 PLACEMENT_POD = "kubenexus-placement-plugin-tests"
 # A second kubenexus-scheduler whose service never answers: one profile per failure policy.
 FAIL_CLOSED, IGNORE = "kubenexus-fail-closed", "kubenexus-ignore"
+LOW, HIGH = "plugin-tests-low", "plugin-tests-high"
 
 _scenes = itertools.count()
 
@@ -222,6 +230,32 @@ def test_a_pod_that_fits_no_node_waits_with_the_services_reasons(scene: Schedule
     (message, *_) = [m for m in scene.events("huge", "FailedScheduling") if "placement service" in m]
     assert "Insufficient nvidia.com/gpu" in message
     assert "huge" not in scene.bound()
+
+
+def priority_classes(plane: ControlPlane) -> None:
+    for name, value in ((LOW, 10), (HIGH, 1000)):
+        ensure_object(plane, "/apis/scheduling.k8s.io/v1/priorityclasses",
+                      {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                       "value": value})  # fmt: skip
+
+
+def test_a_pod_that_fits_only_by_preemption_gets_the_node_the_services_plan_frees(scene: SchedulerScene) -> None:
+    """A low-priority pod holds all 8 GPUs of the only node; a high-priority pod asks for 4. The plugin's
+    PostFilter asks the service for a plan, evicts the victim through the Eviction API and nominates the node;
+    once the victim is gone the pod binds there, and the victim carries kube-scheduler's Preempted event."""
+    priority_classes(scene.plane)
+    (node,) = scene.add_nodes({"gpu": nvswitch_node()})
+    placed = {ASSIGNED_CELLS_KEY: "0,1", ASSIGNED_GPUS_KEY: "0,1,2,3,4,5,6,7", RESERVED_NODE_KEY: node}
+    scene.create([scene.pod("low", gpus=8, cpus=8, nodeName=node, priorityClassName=LOW, annotations=placed,
+                            terminationGracePeriodSeconds=0)])  # fmt: skip
+    high = scene.pod("high", gpus=4, cpus=8, priorityClassName=HIGH)
+    wait_until(lambda: not scene.client.filter(high, [node]).feasible_nodes, timeout_s=60,
+               what="the service to charge the low-priority pod")  # fmt: skip
+    scene.create([high])
+    assert scene.wait_bound(["high"])["high"] == node
+    assert not scene.exists("low")
+    (event, *_) = scene.events("low", "Preempted")
+    assert event.startswith(f"Preempted by pod {scene.get('high')['metadata']['uid']} on node {node}")
 
 
 # -- the failure policy: a kubenexus-scheduler whose service never answers ------------------------------------

@@ -423,7 +423,12 @@ def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_an
     (role,) = [
         doc for doc in rbac if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == binding["roleRef"]["name"]
     ]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},  # PreBind: the placement annotations
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # PostFilter: the victims
+    ]
+    # The plugin's PostFilter is the profile's only preemption.
+    assert profile["plugins"]["postFilter"] == {"disabled": [{"name": "DefaultPreemption"}]}
 
 
 def test_the_extender_never_holds_a_bind_past_kube_schedulers_http_timeout() -> None:

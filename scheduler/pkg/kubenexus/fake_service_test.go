@@ -24,7 +24,8 @@ type fakeService struct {
 	score      *placementv1.ScoreResponse
 	reserve    *placementv1.ReserveResponse
 	permit     map[string]*placementv1.PermitStatusResponse // by pod name
-	err        error                                        // returned by every RPC when set
+	preempt    *placementv1.PreemptResponse
+	err        error // returned by every RPC when set
 	scoreCalls []*placementv1.ScoreRequest
 	unreserved []string
 }
@@ -47,6 +48,12 @@ func (f *fakeService) Unreserve(_ context.Context, request *placementv1.Unreserv
 	defer f.mu.Unlock()
 	f.unreserved = append(f.unreserved, request.GetPod().GetName())
 	return &placementv1.UnreserveResponse{Released: true}, f.err
+}
+
+func (f *fakeService) Preempt(context.Context, *placementv1.PreemptRequest) (*placementv1.PreemptResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.preempt, f.err
 }
 
 func (f *fakeService) PermitStatus(_ context.Context, request *placementv1.PermitStatusRequest) (*placementv1.PermitStatusResponse, error) {

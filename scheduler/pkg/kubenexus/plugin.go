@@ -2,7 +2,8 @@
 // service. One call per scheduling cycle on the hot path: PreFilter asks the service for the pod's feasible
 // nodes and their scores (Score RPC) and keeps the answer in CycleState, where Filter and Score read it.
 // Reserve and Unreserve mirror kube-scheduler's assumption into the service (its NUMA cells and GPUs are
-// charged at once); Permit is the gang barrier (PermitStatus); PreBind writes the placement on the pod.
+// charged at once); Permit is the gang barrier (PermitStatus); PreBind writes the placement on the pod;
+// PostFilter carries out the service's preemption plan (Preempt).
 package kubenexus
 
 import (
@@ -31,7 +32,7 @@ const Name = "KubeNexus"
 
 const stateKey fwk.StateKey = Name
 
-// Plugin implements PreFilter, Filter, Score, Reserve, Permit and PreBind.
+// Plugin implements PreFilter, Filter, PostFilter, Score, Reserve, Permit and PreBind.
 type Plugin struct {
 	args   *Args
 	conn   *grpc.ClientConn
@@ -43,12 +44,13 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreFilterPlugin = (*Plugin)(nil)
-	_ fwk.FilterPlugin    = (*Plugin)(nil)
-	_ fwk.ScorePlugin     = (*Plugin)(nil)
-	_ fwk.ReservePlugin   = (*Plugin)(nil)
-	_ fwk.PermitPlugin    = (*Plugin)(nil)
-	_ fwk.PreBindPlugin   = (*Plugin)(nil)
+	_ fwk.PreFilterPlugin  = (*Plugin)(nil)
+	_ fwk.FilterPlugin     = (*Plugin)(nil)
+	_ fwk.ScorePlugin      = (*Plugin)(nil)
+	_ fwk.ReservePlugin    = (*Plugin)(nil)
+	_ fwk.PermitPlugin     = (*Plugin)(nil)
+	_ fwk.PreBindPlugin    = (*Plugin)(nil)
+	_ fwk.PostFilterPlugin = (*Plugin)(nil)
 )
 
 // New is the plugin's factory (frameworkruntime.PluginFactory): its args are validated here, so that a

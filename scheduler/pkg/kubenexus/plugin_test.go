@@ -187,7 +187,7 @@ func permitFramework(t *testing.T, args *Args, options ...frameworkruntime.Optio
 	handle, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit", "PreBind"),
+		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit", "PreBind", "PostFilter"),
 	}, "kubenexus-scheduler", append(options, frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()))...)
 	if err != nil {
 		t.Fatal(err)

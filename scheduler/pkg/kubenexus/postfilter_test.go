@@ -1,0 +1,106 @@
+package kubenexus
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	placementv1 "kubenexus.io/scheduler/api/placement/v1"
+)
+
+func TestPostFilterCarriesOutTheServicesPlan(t *testing.T) {
+	plan := &placementv1.PreemptResponse{
+		Preempted: true,
+		Victims: []*placementv1.Victim{
+			{Pod: &placementv1.PodRef{Namespace: "ml", Name: "low-0"}, Node: "gpu-a"},
+			{Pod: &placementv1.PodRef{Namespace: "ml", Name: "low-1"}, Node: "gpu-a"},
+		},
+		Nominations: []*placementv1.Nomination{{Pod: &placementv1.PodRef{Namespace: "ml", Name: "high"}, Node: "gpu-a"}},
+	}
+	tests := []struct {
+		name        string
+		plan        *placementv1.PreemptResponse
+		refuse      map[string]error // eviction answers by victim name
+		wantCode    fwk.Code
+		wantNode    string
+		wantMessage string
+		wantEvicted []string
+		wantEvents  int // Preempted events on the victims evicted now
+	}{
+		{name: "victims evicted, the node nominated", plan: plan, wantCode: fwk.Success, wantNode: "gpu-a", wantEvicted: []string{"low-0", "low-1"}, wantEvents: 2},
+		{
+			name: "a victim already gone counts as evicted", plan: plan,
+			refuse:   map[string]error{"low-0": apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "low-0")},
+			wantCode: fwk.Success, wantNode: "gpu-a", wantEvicted: []string{"low-0", "low-1"}, wantEvents: 1,
+		},
+		{
+			name: "a budget refuses: the plan stops there", plan: plan,
+			refuse:   map[string]error{"low-0": apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)},
+			wantCode: fwk.Unschedulable, wantMessage: "a disruption budget refused it", wantEvicted: []string{"low-0"},
+		},
+		{
+			name:     "no plan: the service's reason",
+			plan:     &placementv1.PreemptResponse{Reason: "no lower-priority pods to evict"},
+			wantCode: fwk.Unschedulable, wantMessage: "placement service: no preemption: no lower-priority pods to evict",
+		},
+		{
+			name:     "a plan for another pod nominates nothing here",
+			plan:     &placementv1.PreemptResponse{Preempted: true, Nominations: []*placementv1.Nomination{{Pod: &placementv1.PodRef{Namespace: "ml", Name: "other"}, Node: "gpu-a"}}},
+			wantCode: fwk.Unschedulable, wantMessage: "nominates no node",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := clientsetfake.NewClientset()
+			var evicted []string
+			client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if action.GetSubresource() != "eviction" {
+					return false, nil, nil
+				}
+				name := action.(k8stesting.CreateAction).GetObject().(interface{ GetName() string }).GetName()
+				evicted = append(evicted, name)
+				return true, nil, tt.refuse[name]
+			})
+			recorder := events.NewFakeRecorder(10)
+			handle := permitFramework(t, serve(t, &fakeService{preempt: tt.plan}, FailurePolicyFail),
+				frameworkruntime.WithClientSet(client), frameworkruntime.WithEventRecorder(recorder))
+			runner := handle.(framework.Framework)
+			pod := testPod("high")
+			result, status := runner.RunPostFilterPlugins(context.Background(), framework.NewCycleState(), pod, nil)
+			if status.Code() != tt.wantCode || !strings.Contains(status.Message(), tt.wantMessage) {
+				t.Fatalf("got %v %q, want %v containing %q", status.Code(), status.Message(), tt.wantCode, tt.wantMessage)
+			}
+			var nominated *fwk.NominatingInfo
+			if result != nil {
+				nominated = result.NominatingInfo
+			}
+			if got := nominated.Mode(); (tt.wantNode != "") != (got == fwk.ModeOverride) {
+				t.Errorf("nominating mode %v", got)
+			}
+			if tt.wantNode != "" && nominated.NominatedNodeName != tt.wantNode {
+				t.Errorf("nominated %q, want %q", nominated.NominatedNodeName, tt.wantNode)
+			}
+			if strings.Join(evicted, ",") != strings.Join(tt.wantEvicted, ",") {
+				t.Errorf("evicted %v, want %v", evicted, tt.wantEvicted)
+			}
+			if len(recorder.Events) != tt.wantEvents {
+				t.Fatalf("%d events, want %d", len(recorder.Events), tt.wantEvents)
+			}
+			for range tt.wantEvents {
+				if event := <-recorder.Events; !strings.HasPrefix(event, "Normal Preempted Preempted by pod uid-high on node gpu-a") {
+					t.Errorf("event %q", event)
+				}
+			}
+		})
+	}
+}
