@@ -28,6 +28,8 @@ from placement.core.annotations import (
     AFFINITY_KEY,
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
+    GROUP_NAME_KEY,
+    MIN_AVAILABLE_KEY,
     POLICY_KEY,
     RESERVED_NODE_KEY,
 )
@@ -230,6 +232,42 @@ def test_a_pod_that_fits_no_node_waits_with_the_services_reasons(scene: Schedule
     (message, *_) = [m for m in scene.events("huge", "FailedScheduling") if "placement service" in m]
     assert "Insufficient nvidia.com/gpu" in message
     assert "huge" not in scene.bound()
+
+
+def test_a_gang_is_planned_whole_by_the_service_and_every_member_binds_where_the_plan_put_it(
+    scene: SchedulerScene,
+) -> None:
+    """Four members of 4 GPUs, all four required, on two 8-GPU nodes: the first member's PreFilter asks the
+    service to plan the whole group (PlaceGang), which reserves every member at once; each member's cycle
+    is narrowed to its planned node, and PreBind writes its planned GPUs."""
+    nodes = scene.add_nodes({"a": nvswitch_node(), "b": nvswitch_node()})
+    group = {GROUP_NAME_KEY: "train", MIN_AVAILABLE_KEY: "4"}
+    names = [f"train-{i}" for i in range(4)]
+    scene.create([scene.pod(name, gpus=4, cpus=8, labels=group) for name in names])
+    bound = scene.wait_bound(names)
+    assert sorted(bound[name] for name in names) == sorted([*nodes, *nodes])
+    for node in nodes:
+        sets = [set(cells_and_gpus(scene.get(name))[1]) for name in names if bound[name] == node]
+        assert [len(gpus) for gpus in sets] == [4, 4]
+        assert not sets[0] & sets[1]  # the service's plan, not two picks of the same GPUs
+
+
+def test_a_gang_that_cannot_fit_whole_binds_no_member(scene: SchedulerScene) -> None:
+    (node,) = scene.add_nodes({"gpu": nvswitch_node()})
+    group = {GROUP_NAME_KEY: "big", MIN_AVAILABLE_KEY: "3"}
+    scene.create([scene.pod(f"big-{i}", gpus=4, cpus=8, labels=group) for i in range(3)])
+
+    def waiting() -> list[str]:
+        events = [m for name in ("big-0", "big-1", "big-2") for m in scene.events(name, "FailedScheduling")]
+        return [m for m in events if f"placement service: pod group {scene.namespace}/big" in m]
+
+    wait_until(lambda: bool(waiting()), timeout_s=BOUND_S, what="the group's FailedScheduling event")
+    (message, *_) = waiting()
+    # Three members of 4 GPUs (one NUMA cell each) and one 8-GPU node: two would fit, the group never.
+    assert "cannot fit 3 member(s)" in message, message
+    assert scene.bound() == {}
+    answer = scene.client.filter(scene.pod("probe", gpus=4, cpus=8), [node])
+    assert answer.feasible_nodes, answer.rejected  # nothing held for the group
 
 
 def priority_classes(plane: ControlPlane) -> None:

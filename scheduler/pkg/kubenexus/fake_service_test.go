@@ -25,6 +25,9 @@ type fakeService struct {
 	reserve    *placementv1.ReserveResponse
 	permit     map[string]*placementv1.PermitStatusResponse // by pod name
 	preempt    *placementv1.PreemptResponse
+	placeGang  *placementv1.PlaceGangResponse
+	gangCalls  []*placementv1.PlaceGangRequest
+	reserves   int
 	err        error // returned by every RPC when set
 	scoreCalls []*placementv1.ScoreRequest
 	unreserved []string
@@ -40,7 +43,15 @@ func (f *fakeService) Score(_ context.Context, request *placementv1.ScoreRequest
 func (f *fakeService) Reserve(context.Context, *placementv1.ReserveRequest) (*placementv1.ReserveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reserves++
 	return f.reserve, f.err
+}
+
+func (f *fakeService) PlaceGang(_ context.Context, request *placementv1.PlaceGangRequest) (*placementv1.PlaceGangResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gangCalls = append(f.gangCalls, request)
+	return f.placeGang, f.err
 }
 
 func (f *fakeService) Unreserve(_ context.Context, request *placementv1.UnreserveRequest) (*placementv1.UnreserveResponse, error) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -38,6 +39,7 @@ type Plugin struct {
 	conn   *grpc.ClientConn
 	client placementv1.PlacementClient
 	handle fwk.Handle
+	pods   corelisters.PodLister // kube-scheduler's pod informer: a group's members
 
 	mu     sync.Mutex
 	groups map[types.UID]string // waiting gang members -> their group ("namespace/name")
@@ -68,7 +70,11 @@ func newWithClient(args *Args, handle fwk.Handle) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Plugin{args: args, conn: conn, client: client, handle: handle, groups: map[types.UID]string{}}, nil
+	plugin := &Plugin{args: args, conn: conn, client: client, handle: handle, groups: map[types.UID]string{}}
+	if handle != nil && handle.SharedInformerFactory() != nil {
+		plugin.pods = handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	return plugin, nil
 }
 
 // Name returns the plugin's name.
@@ -82,6 +88,7 @@ type cycleState struct {
 	ignored  bool               // the service could not answer and the failure policy is Ignore
 	scores   map[string]float64 // feasible nodes and their scores, 0..100
 	rejected map[string]rejection
+	gang     *placementv1.PodPlacement // a group member's placement, reserved with its group by PlaceGang
 }
 
 type rejection struct {
@@ -132,6 +139,9 @@ func (p *Plugin) failed(ctx context.Context, rpc string, err error) (*fwk.Status
 
 // PreFilter asks the service once for the pod's feasible nodes and their scores.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if group := groupOf(pod); group != "" && p.pods != nil {
+		return p.preFilterGang(ctx, state, pod, group)
+	}
 	body, err := podJSON(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())

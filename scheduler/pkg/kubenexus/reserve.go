@@ -24,7 +24,16 @@ func (r *reserved) Clone() fwk.StateData { return r }
 // Reserve mirrors kube-scheduler's choice into the service: the pod's NUMA cells and GPUs on nodeName are
 // charged there at once, so that the service's next answers count them.
 func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if answer, err := readState(state); err == nil && answer.ignored {
+	answer, err := readState(state)
+	if err == nil && answer.ignored {
+		return nil
+	}
+	if err == nil && answer.gang != nil {
+		// PlaceGang reserved every member of the group at once: this one only keeps its placement.
+		if answer.gang.GetNode() != nodeName {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("placement service: the group's plan puts the pod on %s", answer.gang.GetNode()))
+		}
+		state.Write(reservedKey, &reserved{placement: answer.gang})
 		return nil
 	}
 	body, err := podJSON(pod)
