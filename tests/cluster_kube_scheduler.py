@@ -47,12 +47,12 @@ def differences(a: Any, b: Any, path: str = "") -> set[str]:
     return set() if a == b else {path.lstrip(".")}
 
 
-def kube_scheduler_identity() -> list[Json]:
-    """The second kube-scheduler's ServiceAccount and RBAC as the chart's extender mode renders them (Helm's own
-    Go code, as tests/test_helm_chart.py renders the chart)."""
-    rendered = Chart.load(CHART).render({"scheduler": {"mode": "extender"}}, name="kubenexus", namespace=SYSTEM)
+def kube_scheduler_identity(mode: str = "extender") -> list[Json]:
+    """The second kube-scheduler's ServiceAccount and RBAC as the chart's ``mode`` (extender, plugin) renders
+    them (Helm's own Go code, as tests/test_helm_chart.py renders the chart)."""
+    rendered = Chart.load(CHART).render({"scheduler": {"mode": mode}}, name="kubenexus", namespace=SYSTEM)
     documents = [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if doc]
-    kinds = {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding"}
+    kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     return [
         doc for doc in documents
         if doc["kind"] in kinds and doc["metadata"]["labels"].get("app.kubernetes.io/name") == KUBE_SCHEDULER_ACCOUNT

@@ -128,7 +128,9 @@ def dry_run_only(doc: Mapping[str, Any]) -> bool:
 CHART_MODES = [
     {"scheduler": {"mode": mode}, "tls": {"certManager": cert_manager},
      "placement": {"workloadPolicies": {"enabled": policies}}}
-    for mode, cert_manager, policies in itertools.product(("binder", "extender"), (False, True), (True, False))
+    for mode, cert_manager, policies in itertools.product(
+        ("binder", "extender", "plugin"), (False, True), (True, False)
+    )
 ]  # fmt: skip
 
 
@@ -442,9 +444,8 @@ def test_the_chart_installs_in_every_mode_as_an_installer(
     docs = render(values)
     applied = apply_manifests(control_plane, docs, kubeconfig=installer)
     assert len(applied) == len(docs)
-    extender = values["scheduler"]["mode"] == "extender"
     second_scheduler = ("Deployment", "kubenexus-system", "kubenexus-scheduler")
-    assert (second_scheduler in {key(obj) for obj in applied}) == extender
+    assert (second_scheduler in {key(obj) for obj in applied}) == (values["scheduler"]["mode"] != "binder")
 
     # Each workload's pod through pod admission (Pod Security, the RuntimeClass, the ServiceAccount), as
     # its controller would create it.

@@ -1,9 +1,10 @@
 """Plugin mode against the real control plane: kubenexus-scheduler (kube-scheduler v1.37.2 with the KubeNexus
 framework plugin, built from scheduler/ by tools/kubenexus_scheduler.py) runs the shipped
 deploy/scheduler/kubenexus-scheduler-config.yaml, changed only where a test machine differs from a cluster (its
-kubeconfig, the service's address, the TLS files), as the ServiceAccount and RBAC the chart gives kube-scheduler
-plus deploy/scheduler/kubenexus-scheduler-rbac.yaml. The plugin calls ``serve`` over mutual-TLS gRPC as the
-writer identity; the service runs as the kubenexus-placement ServiceAccount with deploy/placement's RBAC.
+kubeconfig, the service's address, the TLS files), as the ServiceAccount and RBAC the chart gives
+kubenexus-scheduler in plugin mode (deploy/scheduler/kubenexus-scheduler-rbac.yaml among them). The plugin calls
+``serve`` over mutual-TLS gRPC as the writer identity; the service runs as the kubenexus-placement
+ServiceAccount with deploy/placement's RBAC.
 
 What each test asserts is what the real components did: where the server bound the pod (``spec.nodeName``, set
 by kube-scheduler's DefaultBinder), the placement annotations the plugin's PreBind wrote, the service's own
@@ -53,7 +54,6 @@ from tests.control_plane import (
     ensure_object,
     free_port,
     install,
-    manifest_objects,
     placement_kubeconfig,
 )
 from tests.machines.node_topologies import cpu_node, nvswitch_node
@@ -64,7 +64,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-config.yaml"
-PLUGIN_RBAC = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-rbac.yaml"
 PLACEMENT_POD = "kubenexus-placement-plugin-tests"
 # A second kubenexus-scheduler whose service never answers: one profile per failure policy.
 FAIL_CLOSED, IGNORE = "kubenexus-fail-closed", "kubenexus-ignore"
@@ -119,7 +118,7 @@ def plugged(
         pytest.fail(f"kubenexus-scheduler could not be built: {error}")
     folder = tmp_path_factory.mktemp("plugin")
     install(control_plane, PLACEMENT_MANIFESTS)
-    control_plane.apply_objects([*kube_scheduler_identity(), *manifest_objects(PLUGIN_RBAC)])
+    control_plane.apply_objects(kube_scheduler_identity(mode="plugin"))
     placement = placement_kubeconfig(control_plane, PLACEMENT_POD, folder / "placement.kubeconfig",
                                      node="plugin-tests-system")  # fmt: skip
     service = Service(

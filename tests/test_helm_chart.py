@@ -32,6 +32,8 @@ CHART = DEPLOY / "helm" / "kubenexus"
 PLAIN_DIRECTORIES = ("agent", "placement")
 CERT_MANAGER = DEPLOY / "placement" / "cert-manager"
 KUBE_SCHEDULER_CONFIG = DEPLOY / "scheduler" / "kube-scheduler-config.yaml"
+PLUGIN_CONFIG = DEPLOY / "scheduler" / "kubenexus-scheduler-config.yaml"
+PLUGIN_RBAC = DEPLOY / "scheduler" / "kubenexus-scheduler-rbac.yaml"
 # Kinds without an official schema: cert-manager's CRDs (tests/test_deploy_schemas.py checks them).
 NOT_OFFICIAL_GROUPS = {"cert-manager.io"}
 
@@ -67,7 +69,11 @@ def _pod_spec(docs: list[Json], kind: str, name: str) -> Json:
 
 
 def test_the_chart_lints_clean_under_strict_mode() -> None:
-    for values in ({}, {"scheduler": {"mode": "extender"}, "tls": {"certManager": True}}):
+    for values in (
+        {},
+        {"scheduler": {"mode": "extender"}, "tls": {"certManager": True}},
+        {"scheduler": {"mode": "plugin"}, "tls": {"certManager": True}},
+    ):
         report = lint(CHART, values, strict=True, kube_version="v1.30.0")
         problems = [message for message in report["messages"] if message["severity"] >= 2]
         assert report["errors"] == [], (values, report)
@@ -139,8 +145,38 @@ def test_extender_mode_runs_a_second_kube_scheduler_with_the_plain_config_and_no
     assert set(_containers(_render(), "Deployment", "kubenexus-placement")) == {"placement", "extender", "binder"}
 
 
-def test_the_second_kube_scheduler_passes_its_namespaces_restricted_pod_security() -> None:
-    docs = _render({"scheduler": {"mode": "extender"}})
+def test_plugin_mode_runs_kubenexus_scheduler_with_the_plain_config_rbac_and_writer_identity() -> None:
+    docs = _render({"scheduler": {"mode": "plugin"}})
+    by_key = _by_key(docs)
+    [config_map] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-kube-scheduler-config"]
+    config = yaml.safe_load(config_map["data"]["kubenexus-scheduler-config.yaml"])
+    assert config == yaml.safe_load(PLUGIN_CONFIG.read_text())
+    for key, doc in _by_key(_plain([PLUGIN_RBAC])).items():
+        assert by_key[key] == doc, f"the chart's {key} differs from deploy/"
+    # The identity, bindings and Lease of the extender mode's kube-scheduler, the same ServiceAccount.
+    extender = _by_key(_render({"scheduler": {"mode": "extender"}}))
+    shared = {key for key in extender if key[0] in {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding"}}
+    assert {key: by_key[key] for key in shared} == {key: extender[key] for key in shared}
+
+    pod = _pod_spec(docs, "Deployment", "kubenexus-scheduler")
+    [scheduler] = pod["containers"]
+    assert scheduler["image"] == "kubenexus/scheduler:0.1.0"
+    assert scheduler["command"] == [
+        "/usr/local/bin/kubenexus-scheduler",
+        "--config=/etc/kubenexus/kubenexus-scheduler-config.yaml",
+    ]
+    mounts = {mount["mountPath"]: mount["name"] for mount in scheduler["volumeMounts"]}
+    secrets = {volume["name"]: volume["secret"]["secretName"] for volume in pod["volumes"] if "secret" in volume}
+    # The writer identity (CN kubenexus-scheduler), which the service lets reserve; the files where the args say.
+    assert secrets[mounts["/etc/kubenexus/placement-client"]] == "kubenexus-scheduler-client-tls"
+    (plugin_config,) = config["profiles"][0]["pluginConfig"]
+    assert plugin_config["args"]["caFile"].startswith("/etc/kubenexus/placement-client/")
+    assert set(_containers(docs, "Deployment", "kubenexus-placement")) == {"placement", "extender"}
+
+
+@pytest.mark.parametrize("mode", ["extender", "plugin"])
+def test_the_second_kube_scheduler_passes_its_namespaces_restricted_pod_security(mode: str) -> None:
+    docs = _render({"scheduler": {"mode": mode}})
     [deployment] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-scheduler"]
     [namespace] = [doc for doc in docs if doc["kind"] == "Namespace" and doc["metadata"]["name"] == "kubenexus-system"]
     assert deployment["metadata"]["namespace"] == "kubenexus-system"
@@ -156,7 +192,7 @@ def test_binder_mode_renders_no_kube_scheduler() -> None:
 
 def test_an_unknown_mode_fails_with_one_sentence_naming_it() -> None:
     with pytest.raises(
-        HelmRenderError, match=r'scheduler.mode "standalone" is not accepted: use binder .* or extender'
+        HelmRenderError, match=r'scheduler.mode "standalone" is not accepted: use binder .*, extender .* or plugin'
     ):
         _render({"scheduler": {"mode": "standalone"}})
 
@@ -235,7 +271,7 @@ def test_every_rendered_object_of_both_modes_is_valid_under_the_official_schema(
     # Most objects are the same in both modes: each distinct one is validated once.
     distinct = {
         json.dumps(doc, sort_keys=True): doc
-        for mode in ("binder", "extender")
+        for mode in ("binder", "extender", "plugin")
         for doc in _render({"scheduler": {"mode": mode}, "tls": {"certManager": True}})
         if doc["apiVersion"].partition("/")[0] not in NOT_OFFICIAL_GROUPS
     }
