@@ -56,6 +56,7 @@ from tests.control_plane import (
     install,
     placement_kubeconfig,
 )
+from tests.dra_cluster import gpu_claim, gpu_class
 from tests.machines.node_topologies import cpu_node, nvswitch_node
 from tests.programs import Service
 from tools.kubenexus_scheduler import PROGRAMS, BuildError
@@ -267,6 +268,37 @@ def test_a_gang_that_cannot_fit_whole_binds_no_member(scene: SchedulerScene) -> 
     assert scene.bound() == {}
     answer = scene.client.filter(scene.pod("probe", gpus=4, cpus=8), [node])
     assert answer.feasible_nodes, answer.rejected  # nothing held for the group
+
+
+def test_a_claims_devices_are_the_services_choice_written_by_the_plugin(scene: SchedulerScene) -> None:
+    """A pod holding 80 of cell 0's 96 CPUs makes the kubelet pin the next Guaranteed pod (32 CPUs) to cell 1:
+    the service gives its claim GPUs 4-7, on that cell, where kube-scheduler's DynamicResources would take its
+    first fit (GPUs 0-3: tests/test_cluster_extender.py). DynamicResources is disabled in the profile; the
+    plugin's PreBind writes the claim as it does: the delete-protection finalizer, then status.allocation and
+    status.reservedFor."""
+    ensure_object(scene.plane, "/apis/resource.k8s.io/v1/deviceclasses", gpu_class())
+    (node,) = scene.add_nodes({"a": nvswitch_node()}, dra=True)
+    scene.create([scene.pod("filler", cpus=80)])
+    scene.wait_bound(["filler"])
+    claim = gpu_claim("four", 4, namespace=scene.namespace)
+    claim["metadata"].pop("uid")
+    scene.admin.create(f"/apis/resource.k8s.io/v1/namespaces/{scene.namespace}/resourceclaims", claim)
+    trainer = scene.pod("trainer", cpus=32, memory="32Gi")
+    trainer["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "four"}]
+    trainer["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+    (created,) = scene.create([trainer])
+    assert scene.wait_bound(["trainer"])["trainer"] == node
+
+    assert cells_and_gpus(scene.get("trainer"))[0] == [1]
+    stored = scene.claim("four")
+    results = stored["status"]["allocation"]["devices"]["results"]
+    assert sorted(r["device"] for r in results) == ["gpu-4", "gpu-5", "gpu-6", "gpu-7"]
+    assert {(r["driver"], r["pool"]) for r in results} == {("gpu.nvidia.com", node)}
+    assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "trainer",
+                                                "uid": created["metadata"]["uid"]}]  # fmt: skip
+    assert "resource.kubernetes.io/delete-protection" in stored["metadata"]["finalizers"]
+    status_writers = {e["manager"] for e in stored["metadata"]["managedFields"] if e.get("subresource") == "status"}
+    assert status_writers == {"kubenexus-scheduler"}
 
 
 def priority_classes(plane: ControlPlane) -> None:

@@ -402,6 +402,8 @@ def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_an
     (profile,) = config["profiles"]
     assert profile["schedulerName"] == SCHEDULER_NAME
     assert [p["name"] for p in profile["plugins"]["multiPoint"]["enabled"]] == ["KubeNexus"]
+    # The plugin's PreBind writes the claims with the service's devices: DynamicResources would write its own.
+    assert profile["plugins"]["multiPoint"]["disabled"] == [{"name": "DynamicResources"}]
     (plugin_config,) = profile["pluginConfig"]
     args = plugin_config["args"]
     assert plugin_config["name"] == "KubeNexus"

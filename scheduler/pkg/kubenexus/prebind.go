@@ -31,8 +31,9 @@ func (p *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1
 	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }
 
-// PreBind writes the service's placement on the pod before it binds: its NUMA cells and GPUs, and the
-// annotations the service chose, in one merge patch (as the binder writes them).
+// PreBind writes the service's placement before the pod binds: the devices it chose into each of the pod's
+// ResourceClaims (writeClaim), then the pod's NUMA cells and GPUs and the annotations the service chose, in one
+// merge patch (as the binder writes them). The profile disables DynamicResources: one writer of the claims.
 func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	data, err := state.Read(reservedKey)
 	if err != nil {
@@ -42,6 +43,11 @@ func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": placementAnnotations(placement.GetNumaCells(), placement.GetGpuIds(), placement.GetAnnotations(), nodeName)}})
 	if err != nil {
 		return fwk.AsStatus(err)
+	}
+	for _, claim := range placement.GetClaims() {
+		if err := p.writeClaim(ctx, pod, claim); err != nil {
+			return fwk.AsStatus(fmt.Errorf("%s: %w", Name, err))
+		}
 	}
 	if _, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fwk.AsStatus(fmt.Errorf("%s: writing the placement on pod %s/%s: %w", Name, pod.Namespace, pod.Name, err))

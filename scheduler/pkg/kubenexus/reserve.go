@@ -62,9 +62,17 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// Unreserve releases the service's reservation (idempotent: the service says whether one was held) and, for a
-// gang member, rejects the members waiting at Permit: a gang binds whole or not at all.
-func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+// Unreserve takes the pod out of the claims PreBind reserved for it, releases the service's reservation
+// (idempotent: the service says whether one was held) and, for a gang member, rejects the members waiting at
+// Permit: a gang binds whole or not at all.
+func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+	if data, err := state.Read(reservedKey); err == nil {
+		for _, claim := range data.(*reserved).placement.GetClaims() {
+			if err := p.releaseClaim(ctx, pod, claim); err != nil {
+				klog.FromContext(ctx).Error(err, "Releasing a claim's reservation failed", "pod", klog.KObj(pod), "claim", claim.GetName())
+			}
+		}
+	}
 	callCtx, cancel := p.call(ctx)
 	defer cancel()
 	if _, err := p.client.Unreserve(callCtx, &placementv1.UnreserveRequest{Pod: podRef(pod)}); err != nil {
