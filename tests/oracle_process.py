@@ -91,6 +91,7 @@ def oracle_settings(**overrides: Any) -> settings:
         "suppress_health_check": list(HealthCheck),
         "print_blob": True,
     }
+    common.update(overrides)
     if DEEP_CASES:
-        return settings(max_examples=DEEP_CASES, derandomize=False, **common, **overrides)
-    return settings(max_examples=FIXED_CASES, derandomize=True, **common, **overrides)
+        return settings(**{"max_examples": DEEP_CASES, "derandomize": False, **common})
+    return settings(**{"max_examples": FIXED_CASES, "derandomize": True, **common})

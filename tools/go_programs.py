@@ -10,6 +10,7 @@ shares what they all compile.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -64,10 +65,19 @@ class GoPrograms:
         return (directory / "STAMP").is_file() and all((directory / name).is_file() for name in self.names)
 
     def build(self, *, force: bool = False, progress: Callable[[str], None] = _print) -> Path:
-        """Build every program into bin_dir() unless a finished build is there; return the folder."""
+        """Build every program into bin_dir() unless a finished build is there; return the folder. Builds of
+        one cache take turns (a lock file), so two test sessions never write the same staging folder."""
         target = self.bin_dir()
         if self.is_built(target) and not force:
             return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with (target.parent / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.is_built(target) and not force:  # built by the session we waited for
+                return target
+            return self._build(target, progress)
+
+    def _build(self, target: Path, progress: Callable[[str], None]) -> Path:
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
