@@ -5,10 +5,14 @@ Real data (../shared/data/dra, read in place): the EKS H100 slices, the example 
 NVIDIA and example DeviceClasses and claims. Authored fixtures (tests/dra_fixtures/alloc_*.yaml) cover
 what no capture shows: MIG placements, taints, an NVSwitch node with two NUMA cells and a PCIe node with
 NVLink bridge pairs (the agent's side of those two from tests/machines/node_topologies).
+
+Upstream's own allocator now judges first fit device for device, and best fit's choices, on random clusters:
+tests/test_oracle_dra.py (k8s.io/dynamic-resource-allocation v0.37.2).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -32,9 +36,10 @@ from placement.core.dra.claims import (
     parse_resource_claim_template,
 )
 from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
-from placement.core.dra.pools import DeviceRef, gather_pools
+from placement.core.dra.pools import DeviceRef, Pool, gather_pools
 from placement.core.dra.search import AllocationError, Inventory, Search, node_inventory
 from placement.core.dra.slices import parse_resource_slice
+from placement.state.dra_state import DraState
 from tests.conftest import SHARED_DATA, require_shared
 from tests.machines.node_topologies import nvswitch_node, pcie_node
 
@@ -563,3 +568,222 @@ def test_best_fit_keeps_the_first_alternative_that_fits() -> None:
     assert isinstance(best, BestFit)
     assert _picked(best.allocation) == [("gpu/low", "gpu-0")]
     assert best.score.numa == 0
+
+
+# --- counters shared by devices of several nodes (the service's cache) ----------------------------------
+
+
+def _shared_counter_pool() -> list[dict[str, Any]]:
+    """One pool whose counter set is drawn by a MIG device published for node-a and one for node-b."""
+
+    def piece(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        pool = {"name": "shared", "generation": 1, "resourceSliceCount": 3}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": name},
+            "spec": {"driver": "gpu.nvidia.com", "pool": pool, **spec},
+        }
+
+    def mig(name: str) -> dict[str, Any]:
+        draws = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "8"}}}
+        return {"name": name, "attributes": {"type": {"string": "mig"}}, "consumesCounters": [draws]}
+
+    counters = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "8"}}}]
+    return [
+        piece("counters", {"allNodes": True, "sharedCounters": counters}),
+        piece("node-a-migs", {"nodeName": "node-a", "devices": [mig("mig-a")]}),
+        piece("node-b-migs", {"nodeName": "node-b", "devices": [mig("mig-b")]}),
+    ]
+
+
+def _mig_claim(name: str, device: str | None = None) -> ResourceClaim:
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
+    }
+    if device is not None:
+        result = {"request": "r", "driver": "gpu.nvidia.com", "pool": "shared", "device": device}
+        claim["status"] = {"allocation": {"devices": {"results": [result]}}}
+    return parse_resource_claim(claim)
+
+
+def test_the_service_counts_counters_drawn_by_a_device_of_another_node() -> None:
+    """DRA-lib allocator_incubating.go: checkAvailableCounters subtracts the counters of allocated devices
+    in the pool's slices for other nodes too (DeviceSlicesNotTargetingNode). The service's inventory of
+    node-a counted node-a's devices only and gave mig-a although mig-b on node-b had drawn the whole set
+    (found by the upstream oracle, tests/test_oracle_dra.py); and the inventory kept for node-a must change
+    when a device of node-b drawing on the same counters is allocated."""
+    state = DraState(threading.RLock())
+    for item in _shared_counter_pool():
+        state.set_slice(item["metadata"]["name"], parse_resource_slice(item))
+    mig_class = DeviceClass("mig.nvidia.com", ("device.attributes['gpu.nvidia.com'].type == 'mig'",))
+    state.set_class(mig_class.name, mig_class)
+    wanted = (_mig_claim("wants-one"),)
+    before = first_fit(wanted, classes=state.classes, inventory=state.inventory("node-a", {}))
+    assert isinstance(before, Allocation)
+    assert [c.device.ref.device for c in before.claims[0].devices] == ["mig-a"]
+
+    state.set_claim(_mig_claim("on-node-b", "mig-b"))
+    after = first_fit(wanted, classes=state.classes, inventory=state.inventory("node-a", {}))
+    assert isinstance(after, Unallocatable)
+    assert not after.error
+
+    freed = state.inventory_without("node-a", {}, frozenset({DeviceRef("gpu.nvidia.com", "shared", "mig-b")}))
+    again = first_fit(wanted, classes=state.classes, inventory=freed)
+    assert isinstance(again, Allocation)
+
+
+# --- what the upstream oracle found (tests/test_oracle_dra.py) ------------------------------------------
+
+
+def _piece(name: str, pool: str, spec: dict[str, Any], *, count: int = 1) -> dict[str, Any]:
+    """A ResourceSlice of ``pool`` (generation 1, ``count`` slices) of the GPU driver."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": NVIDIA, "pool": {"name": pool, "generation": 1, "resourceSliceCount": count}, **spec},
+    }
+
+
+def _gpu(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "attributes": {"type": {"string": "gpu"}}, **fields}
+
+
+def _nvidia_class() -> dict[str, DeviceClass]:
+    return {NVIDIA: DeviceClass(NVIDIA, ("device.attributes['gpu.nvidia.com'].type == 'gpu'",))}
+
+
+def _pools(*pieces: dict[str, Any]) -> tuple[Pool, ...]:
+    return gather_pools(parse_resource_slice(p) for p in pieces)
+
+
+def test_first_fit_walks_a_pools_slices_by_name() -> None:
+    """DRA-lib pools_incubating.go: buildPool sorts a pool's slices by name before the search walks them."""
+    pools = _pools(
+        _piece("b-slice", "p", {"nodeName": "node-a", "devices": [_gpu("gpu-b")]}, count=2),
+        _piece("a-slice", "p", {"nodeName": "node-a", "devices": [_gpu("gpu-a")]}, count=2),
+    )
+    result = first_fit([_gpus(1)], classes=_nvidia_class(), inventory=node_inventory(pools, "node-a", {}))
+    assert isinstance(result, Allocation)
+    assert [c.device.ref.device for c in result.claims[0].devices] == ["gpu-a"]
+
+
+def test_a_selector_failing_only_on_a_device_the_search_never_tried_is_no_error() -> None:
+    """Upstream evaluates selectors only on the devices its search tries: when the first claim cannot be
+    served, the second claim's selector never runs, and the answer is "does not fit", not its error."""
+    pools = _pools(_piece("s", "p", {"nodeName": "node-a", "devices": [_gpu("gpu-0")]}))
+    failing = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"  # no such key on a GPU
+    claims = [_gpus(2), _gpus(1, selectors=[{"cel": {"expression": failing}}])]
+    result = first_fit(claims, classes=_nvidia_class(), inventory=node_inventory(pools, "node-a", {}))
+    assert isinstance(result, Unallocatable)
+    assert not result.error
+    assert "a selector fails on a device the search did not reach" in result.reason
+
+
+def test_all_devices_meets_the_pools_in_order_selectors_before_an_unusable_pool() -> None:
+    """DRA-lib validateDeviceRequest walks the pools in (driver, name) order: a selector error in pool "a"
+    comes before pool "b" being mid-update."""
+    pools = _pools(
+        _piece("a", "a", {"nodeName": "node-a", "devices": [_gpu("gpu-0")]}),
+        _piece("b", "b", {"nodeName": "node-a", "devices": [_gpu("gpu-1")]}, count=2),
+    )
+    failing = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+    claim = _claim(
+        [
+            {
+                "name": "all",
+                "exactly": {
+                    "deviceClassName": NVIDIA,
+                    "allocationMode": "All",
+                    "selectors": [{"cel": {"expression": failing}}],
+                },
+            }
+        ]
+    )
+    result = first_fit([claim], classes=_nvidia_class(), inventory=node_inventory(pools, "node-a", {}))
+    assert isinstance(result, Unallocatable)
+    assert result.error
+    assert "no such key" in result.reason
+
+
+def test_an_incomplete_pool_whose_counter_slice_selects_the_node_fails_all_devices() -> None:
+    """DRA-lib GatherPools takes a counter slice that selects the node, so its pool (here mid-update, and
+    with no device for this node) counts for an ``All`` request: "resource pool ... is currently being
+    updated"."""
+    counters = [{"name": "set", "counters": {"memory": {"value": "8"}}}]
+    pools = _pools(
+        _piece("devices", "p", {"nodeName": "node-b", "devices": [_gpu("gpu-0")]}, count=3),
+        _piece("counters", "p", {"nodeName": "node-a", "sharedCounters": counters}, count=3),
+        _piece("local", "local", {"nodeName": "node-a", "devices": [_gpu("gpu-1")]}),
+    )
+    claim = _claim([{"name": "all", "exactly": {"deviceClassName": NVIDIA, "allocationMode": "All"}}])
+    result = first_fit([claim], classes=_nvidia_class(), inventory=node_inventory(pools, "node-a", {}))
+    assert isinstance(result, Unallocatable)
+    assert result.reason.endswith("asks for all devices, but resource pool gpu.nvidia.com/p is currently being updated")
+
+
+def test_a_counter_overdrawn_by_allocated_devices_refuses_every_counter_drawing_device_of_the_pool() -> None:
+    """DRA-lib checkAvailableCounters checks every counter of the device's pool, not only those it draws:
+    once allocated devices overdrew one, no device drawing counters of that pool fits."""
+    sets = [{"name": n, "counters": {"memory": {"value": "8"}}} for n in ("set-0", "set-1")]
+
+    def draws(counter_set: str, amount: str) -> dict[str, Any]:
+        return {"consumesCounters": [{"counterSet": counter_set, "counters": {"memory": {"value": amount}}}]}
+
+    devices = [
+        _gpu("gpu-0", **draws("set-0", "8")),
+        _gpu("mig-0", **draws("set-0", "1")),
+        _gpu("gpu-1", **draws("set-1", "8")),
+    ]
+    pools = _pools(
+        _piece("devices", "p", {"nodeName": "node-a", "devices": devices}, count=2),
+        _piece("counters", "p", {"nodeName": "node-a", "sharedCounters": sets}, count=2),
+    )
+    results = [{"request": "r", "driver": NVIDIA, "pool": "p", "device": d} for d in ("gpu-0", "mig-0")]
+    earlier = parse_resource_claim(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "earlier", "namespace": "ns"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": NVIDIA}}]}},
+            "status": {"allocation": {"devices": {"results": results}}},
+        }
+    )
+    inventory = node_inventory(pools, "node-a", {}, claims=[earlier])
+    result = first_fit([_gpus(1)], classes=_nvidia_class(), inventory=inventory)
+    assert isinstance(result, Unallocatable)
+
+
+def test_best_fit_is_not_refused_for_a_selector_failing_past_first_fits_answer() -> None:
+    """Upstream stops at its first solution and never evaluates the selector on the MIG device after it;
+    best fit, which looks further, keeps the solutions met before the error instead of refusing the pod."""
+    mig = {"name": "mig-0", "attributes": {"type": {"string": "mig"}}}
+    pools = _pools(
+        _piece(
+            "s",
+            "p",
+            {
+                "nodeName": "node-a",
+                "devices": [
+                    _gpu("gpu-0", attributes={"type": {"string": "gpu"}, "driverVersion": {"version": "580.105.8"}}),
+                    mig,
+                ],
+            },
+        )
+    )
+    newer = "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('570.0.0'))"  # no key on mig-0
+    claim = _claim(
+        [{"name": "any", "exactly": {"deviceClassName": "any", "selectors": [{"cel": {"expression": newer}}]}}]
+    )
+    classes = {"any": DeviceClass("any", ())}
+    inventory = node_inventory(pools, "node-a", {})
+    first = first_fit([claim], classes=classes, inventory=inventory)
+    assert isinstance(first, Allocation)
+    best = best_fit([claim], classes=classes, inventory=inventory)
+    assert isinstance(best, BestFit)
+    assert [c.device.ref.device for c in best.allocation.claims[0].devices] == ["gpu-0"]
+    assert best.truncated

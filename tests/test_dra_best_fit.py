@@ -7,6 +7,8 @@ search in combination mode over every solution, each scored afresh with ``Fracti
 node's devices to the agent's topology. Every case compares the whole answer (the devices chosen, the
 score, how many solutions were examined, whether the cap stopped the search, or the refusal and its
 reason) on the authored fixtures (tests/dra_fixtures) with devices held at random by other claims.
+
+Upstream's allocator now checks that best fit's choices are ones it accepts: tests/test_oracle_dra.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Reading DeviceClasses, ResourceClaims and ResourceClaimTemplates: every real object in
-../shared/data/dra (read in place), the three API shapes, and malformed input refused with its path."""
+../shared/data/dra (read in place), the three API shapes, and malformed input refused with its path.
+
+Claims read this way are fed to upstream's allocator by tests/test_oracle_dra.py, which now covers them.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """What a selector reads of a device (``cel.DeviceReads``), and the answers kept by it: devices equal on
 what every selector reads share one answer, and that answer is always the one evaluating the selectors
-on the device itself gives."""
+on the device itself gives.
+
+The kept answers are on the path tests/test_oracle_dra.py compares with upstream's allocator.
+"""
 
 from __future__ import annotations
 

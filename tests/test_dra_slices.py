@@ -4,6 +4,9 @@ the agent's topology, and MIG/partitionable conflicts.
 Real captures (../shared/data/dra: EKS H100 nodes, the example driver, MIG fragments) are read in place;
 the authored fixtures in tests/dra_fixtures cover what no capture shows (incomplete pools, generations,
 malformed objects, counters).
+
+Pools, generations, node selection and shared counters are now also judged by upstream's allocator on
+random clusters: tests/test_oracle_dra.py.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from placement.core.dra.join import MatchedBy, infer_topology, join_topology
 from placement.core.dra.model import (
     Attribute,
     AttributeKind,
+    CounterConsumption,
     CounterSet,
     Device,
     NodeSelection,
     PoolRef,
     QualifiedName,
+    Quantity,
     ResourceSlice,
     SliceError,
     Version,
@@ -295,6 +300,33 @@ def test_counters_from_an_undeclared_counter_set_make_the_pool_invalid() -> None
     (pool,) = gather_pools([replace(flat, pool=PoolRef("node-a", 4, 1))])
     assert pool.status is PoolStatus.INVALID
     assert pool.problem == "device 'gpu-0' consumes from unknown counter set 'gpu-0-set'"
+
+
+def test_a_counter_set_declared_in_two_slices_of_a_pool_makes_it_invalid_not_merged() -> None:
+    """DRA-lib pools_incubating.go: getAndValidateCounterSets: "duplicate counter set name"; found by the
+    upstream oracle (tests/test_oracle_dra.py), where the sets used to be merged and the devices kept."""
+    counters = CounterSet("gpu-0-set", (("memory", Quantity(8, "8")),))
+    consumer = Device("gpu-0", consumes_counters=(CounterConsumption("gpu-0-set", (("memory", Quantity(8, "8")),)),))
+    slices = [
+        ResourceSlice(
+            name=f"node-a-{part}",
+            api_version="resource.k8s.io/v1",
+            driver=NVIDIA,
+            pool=PoolRef("node-a", 1, 3),
+            node_selection=NodeSelection(node_name="node-a"),
+            shared_counters=shared,
+            devices=devices,
+        )
+        for part, shared, devices in (
+            ("devices", (), (consumer,)),
+            ("counters", (counters,), ()),
+            ("again", (counters,), ()),
+        )
+    ]
+    (pool,) = gather_pools(slices)
+    assert pool.status is PoolStatus.INVALID
+    assert pool.problem == "counter set 'gpu-0-set' is declared twice"
+    assert node_devices([pool], "node-a", {}).devices == ()
 
 
 # --- which devices apply to a node -----------------------------------------------------------------------

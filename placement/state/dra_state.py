@@ -220,12 +220,15 @@ class DraState:
             inventory = self.inventory(node, labels)
             again = frozenset(ref for ref in taken_again if ref in inventory.footprints)
             taken = (inventory.taken - freed) | again
-            if taken == inventory.taken:
+            elsewhere = [f for f in inventory.taken_footprints if f.device not in inventory.footprints]
+            kept_elsewhere = [f for f in elsewhere if f.device not in freed]
+            if taken == inventory.taken and len(kept_elsewhere) == len(elsewhere):
                 return inventory
+            held = [*(inventory.footprints[ref] for ref in taken), *kept_elsewhere]
             return replace(
                 inventory,
                 taken=taken,
-                taken_footprints=tuple(inventory.footprints[ref] for ref in sorted(taken, key=str)),
+                taken_footprints=tuple(sorted(held, key=lambda f: str(f.device))),
             )
 
     def topology(self, node: str) -> NodeTopology | None:
@@ -300,12 +303,23 @@ class DraState:
             e.ref: footprint(e, counter_sets[(e.ref.driver, e.ref.pool)], gpu_drivers=self.gpu_drivers)
             for e in usable.devices
         }
+        # A device of these pools published for another node still draws on the pool's shared counters
+        # (DRA-lib pools_incubating.go: buildPool keeps DeviceSlicesNotTargetingNode, and
+        # allocator_incubating.go: checkAvailableCounters subtracts what their allocated devices consume).
+        elsewhere = {
+            e.ref: footprint(e, counter_sets[(e.ref.driver, e.ref.pool)], gpu_drivers=self.gpu_drivers)
+            for pool in pools
+            if pool.counter_sets
+            for e in pool.devices
+            if e.ref in self._taken and e.ref not in footprints and e.device.consumes_counters
+        }
+        held = {**{ref: footprints[ref] for ref in taken}, **elsewhere}
         return Inventory(
             node_name=node,
             devices=usable.devices,
             unusable_pools=usable.unusable_pools,
             taken=taken,
-            taken_footprints=tuple(footprints[ref] for ref in sorted(taken, key=str)),
+            taken_footprints=tuple(held[ref] for ref in sorted(held, key=str)),
             footprints=footprints,
         )
 
@@ -317,7 +331,12 @@ class DraState:
         if not self._pools_stale:
             return
         self._pools = gather_pools(self._slices[name] for name in sorted(self._slices))
-        self._ref_node = {e.ref: _local_node(e) for pool in self._pools for e in pool.devices}
+        # A device drawing on counters that devices of other nodes share touches every node when taken.
+        self._ref_node = {}
+        for pool in self._pools:
+            spans = _spans_nodes(pool)
+            for e in pool.devices:
+                self._ref_node[e.ref] = None if spans and e.device.consumes_counters else _local_node(e)
         self._pools_by_node = {}
         self._pools_anywhere = []
         for pool in self._pools:
@@ -422,6 +441,12 @@ def _devices_of(topology: NodeTopology | None) -> object:
 
 def _pool_order(pool: Pool) -> tuple[str, str]:
     return (pool.driver, pool.name)
+
+
+def _spans_nodes(pool: Pool) -> bool:
+    """Whether the pool's devices are published for more than one node (or for any node)."""
+    nodes = {_local_node(e) for e in pool.devices}
+    return len(nodes) > 1 or None in nodes
 
 
 def _local_node(entry: PoolDevice) -> str | None:

@@ -7,8 +7,8 @@
   (``core.dra.pod_claims``): a claim missing, being deleted or not the pod's refuses every node with
   upstream's words. A claim already allocated (by us, kube-scheduler or anyone) is kept as it is: only
   the nodes its ``status.allocation.nodeSelector`` selects pass ("resourceclaim not available on the
-  node"). The unallocated ones must be allocatable together on the node: the stable allocator's first
-  fit (``core.dra.first_fit``) decides, as upstream's Filter does. Refusals say "cannot allocate all
+  node"). The unallocated ones must be allocatable together on the node: kube-scheduler 1.37's
+  allocator's first fit (``core.dra.first_fit``) decides, as upstream's Filter does. Refusals say "cannot allocate all
   claims" with what the selectors keep and what is free; an error (a selector that does not evaluate, an
   unknown DeviceClass) says what it is.
 * **Score**: our best fit (``core.dra.best_fit``) on each feasible node, with the cell the pod is

@@ -1,4 +1,4 @@
-"""The best of the device sets the stable allocator's rules allow, by GPU topology, not the first one.
+"""The best of the device sets the allocator's rules allow, by GPU topology, not the first one.
 
 Feasibility is exactly ``first_fit``'s (``search.Search``, the same checks in the same order, the same
 ``firstAvailable`` priority: only the first alternative that has any solution is scored). The search
@@ -53,6 +53,7 @@ from operator import or_
 from typing import TypeVar
 
 from kubenexus.topology.model import NodeTopology
+from placement.core.dra.cel import SelectorError
 from placement.core.dra.claims import AllocationMode, DeviceClass, ResourceClaim, taint_tolerated
 from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import Footprint, conflicts
@@ -388,20 +389,41 @@ class _Scorer:
 
 
 def _searched(search: Search, node: PreparedNode, scorer: _Scorer, max_candidates: int) -> _Found:
-    """Every solution the search meets, up to the cap, scored; the first of the best."""
+    """Every solution the search meets, up to the cap, scored; the first of the best.
+
+    A selector error the search meets after its first solution (on a device first fit never tries) ends
+    it there, as the cap does: upstream's allocator stops at that
+    first solution and never meets the error, so the pod is not refused for it (found by
+    tests/test_oracle_dra.py). An error before the first solution is upstream's too, and is raised."""
     solutions = search.solutions()
+    stopped = False
 
     def with_gpus() -> Iterator[tuple[int, tuple[ClaimSolution, ...]]]:
-        for solution in solutions:
-            gpus = 0
-            for claim in solution:
-                for chosen in claim.devices:
-                    gpus |= node.gpu_bit[node.position[chosen.device.ref]]
-            yield gpus, solution
+        nonlocal stopped
+        met = False
+        try:
+            for solution in solutions:
+                gpus = 0
+                for claim in solution:
+                    for chosen in claim.devices:
+                        gpus |= node.gpu_bit[node.position[chosen.device.ref]]
+                met = True
+                yield gpus, solution
+        except AllocationError as error:
+            if not met or not isinstance(error.__cause__, SelectorError):
+                raise
+            stopped = True
 
     best, examined = scorer.first_best(islice(with_gpus(), max_candidates))
     # Whether a solution beyond the cap exists: the search looks for one more (and may fail doing so).
-    truncated = examined == max_candidates and next(solutions, None) is not None
+    if examined == max_candidates and not stopped:
+        try:
+            stopped = next(solutions, None) is not None
+        except AllocationError as error:
+            if not isinstance(error.__cause__, SelectorError):
+                raise
+            stopped = True
+    truncated = stopped
     if best is None:
         return _Found(None, 0, 0, examined, truncated)
     key, gpus, solution = best

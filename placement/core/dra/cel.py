@@ -704,7 +704,8 @@ def _string_literal(tree: celpy.Expression[Any]) -> str | None:
 
 
 class _Evaluator(Evaluator):
-    """cel-python's interpreter plus the ``cel.bind(name, value, body)`` macro (cel-go ext.Bindings).
+    """cel-python's interpreter plus the ``cel.bind(name, value, body)`` macro (cel-go ext.Bindings), with the
+    comprehension macros ranging over lists and maps only.
 
     The value is evaluated before the body (cel-go evaluates it lazily, so an erroring value the body
     never reads is an error here but not upstream)."""
@@ -714,6 +715,14 @@ class _Evaluator(Evaluator):
 
     def member_dot_arg(self, tree: celpy.Expression[Any]) -> Any:
         member, name = cast(celpy.Expression[Any], tree.children[0]), str(tree.children[1])
+        if name in MACROS:
+            # cel-python iterates over anything Python can (a string's characters); CEL ranges over lists and
+            # maps only (cel-go interpreter: "got 'types.String', expected iterable type").
+            receiver = self.visit(member)
+            if isinstance(receiver, CELEvalError):
+                return receiver
+            if not isinstance(receiver, ct.ListType | ct.MapType | list | dict):
+                return CELEvalError(f"{name}(): got '{_cel_type_name(receiver)}', expected iterable type")
         if name != "bind" or _identifier(member) != "cel":
             return super().member_dot_arg(tree)
         variable_tree, value_tree, body_tree = _arguments(tree, 2)

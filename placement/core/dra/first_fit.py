@@ -1,11 +1,14 @@
-"""The devices kube-scheduler's stable DRA allocator would give one pod's claims on one node: first fit.
+"""The devices kube-scheduler's DRA allocator would give one pod's claims on one node: first fit.
 
-The search and its feasibility rules are ``search.Search`` (a port of DRA-lib's stable allocator):
-depth first, devices of one request tried as permutations in published order, and the first complete
-solution wins; there is no scoring. When nothing fits, the reason says per request how many devices
-its selectors keep and how many of those are free; when the search cannot run at all (an unknown
-DeviceClass, admin access, a selector error, ``All`` over an unusable pool, too many results) the
-reason is that error, marked as such, because upstream reports it instead of "does not fit".
+The search and its feasibility rules are ``search.Search`` (a port of DRA-lib's structured allocator as
+kube-scheduler 1.37 runs it with its default feature gates: the *incubating* implementation): depth first,
+the devices of one request tried as combinations in search order (incubating's ``startLocation``: a
+request's next device is looked for after the previous one), and the first complete solution wins; there
+is no scoring. tests/test_oracle_dra.py checks it device for device against upstream's code. When nothing
+fits, the reason says per request how many devices its selectors keep and how many of those are free;
+when the search cannot run at all (an unknown DeviceClass, admin access, a selector error, ``All`` over
+an unusable pool, too many results) the reason is that error, marked as such, because upstream reports
+it instead of "does not fit".
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ class Unallocatable:
 def first_fit(
     claims: Sequence[ResourceClaim], *, classes: Mapping[str, DeviceClass], inventory: Inventory
 ) -> Allocation | Unallocatable:
-    """The first solution of the stable allocator's search for ``claims`` (the pod's unallocated claims,
+    """The first solution of the allocator's search for ``claims`` (the pod's unallocated claims,
     in the pod's order) on the inventory's node, or why there is none."""
     try:
-        search = Search(claims, classes, inventory)
+        search = Search(claims, classes, inventory, combinations=True)
         solution = next(search.solutions(), None)
         if solution is None:
             return nothing_fits(search)
@@ -58,10 +61,18 @@ def nothing_fits(search: Search) -> Unallocatable:
     for claim_index, claim in enumerate(search.claims):
         for request_index, alternatives in enumerate(search.request_options(claim_index)):
             for sub_index, option in enumerate(alternatives):
-                kept = [e for e in inventory.devices if search.selectable((claim_index, request_index, sub_index), e)]
+                where = f"claim {claim.namespace}/{claim.name}, request {option.result_name}: "
+                try:
+                    key = (claim_index, request_index, sub_index)
+                    kept = [e for e in inventory.devices if search.selectable(key, e)]
+                except AllocationError as error:
+                    # A selector that fails on a device the search never reached: upstream, which only
+                    # evaluates what it tries, says "does not fit" too; the reason names the failure.
+                    parts.append(f"{where}a selector fails on a device the search did not reach ({error})")
+                    continue
                 free = [e for e in kept if e.ref not in inventory.taken]
                 parts.append(
-                    f"claim {claim.namespace}/{claim.name}, request {option.result_name}: "
+                    where
                     + (
                         f"no device of the node matches the selectors of class {option.device_class.name}"
                         + (" and the request" if option.spec.selectors else "")

@@ -4,7 +4,8 @@ From DRA-lib ``structured/pools_*.go: GatherPools``: slices are grouped by (driv
 highest ``pool.generation`` counts (older slices are leftovers of a driver's update in flight); a pool is
 complete only when the slices seen number ``resourceSliceCount``. Incomplete pools contribute no devices
 (the driver is still publishing), and invalid pools (a device name twice, a counter set nobody declares)
-contribute none either; both are reported so that an operator sees why devices are missing.
+contribute none either (a counter set name declared twice counts as invalid, not as one merged
+set: ``getAndValidateCounterSets``); both are reported so that an operator sees why devices are missing.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Pool:
     driver: str
     name: str
     generation: int
-    slices: tuple[ResourceSlice, ...]  # of the highest generation, in input order
+    slices: tuple[ResourceSlice, ...]  # of the highest generation, by name
     status: PoolStatus
     problem: str | None = None  # why the pool is incomplete or invalid
 
@@ -87,7 +88,8 @@ def gather_pools(slices: Iterable[ResourceSlice]) -> tuple[Pool, ...]:
 
 def _pool(driver: str, name: str, members: list[ResourceSlice]) -> Pool:
     generation = max(s.pool.generation for s in members)
-    current = tuple(s for s in members if s.pool.generation == generation)
+    # Slices by name, as DRA-lib's incubating buildPool sorts them: first fit walks them in that order.
+    current = tuple(sorted((s for s in members if s.pool.generation == generation), key=lambda s: s.name))
     expected = current[0].pool.resource_slice_count
     if len(current) != expected:
         problem = f"{len(current)} of {expected} slices of generation {generation} seen"
@@ -98,14 +100,22 @@ def _pool(driver: str, name: str, members: list[ResourceSlice]) -> Pool:
 
 
 def _invalidity(slices: tuple[ResourceSlice, ...]) -> str | None:
-    """Why the scheduler would skip this complete pool: a device name twice, or unknown counters."""
+    """Why the scheduler would skip this complete pool: a device name twice, a counter set declared twice, or
+    unknown counters (DRA-lib ``pools_incubating.go: buildPool``)."""
     seen: set[str] = set()
     for item in slices:
         for device in item.devices:
             if device.name in seen:
                 return f"device {device.name!r} is published twice"
             seen.add(device.name)
-    counter_sets = {c.name: {name for name, _ in c.counters} for s in slices for c in s.shared_counters}
+    counter_sets: dict[str, set[str]] = {}
+    for item in slices:
+        for counter_set in item.shared_counters:
+            # DRA-lib structured/internal/incubating/pools_incubating.go: getAndValidateCounterSets (line 346):
+            # a name declared twice in a pool's slices makes the pool invalid; the sets are not merged.
+            if counter_set.name in counter_sets:
+                return f"counter set {counter_set.name!r} is declared twice"
+            counter_sets[counter_set.name] = {name for name, _ in counter_set.counters}
     for item in slices:
         for device in item.devices:
             for consumption in device.consumes_counters:
@@ -142,7 +152,13 @@ def node_devices(pools: Iterable[Pool], node_name: str, node_labels: Mapping[str
     for pool in pools:
         candidates = [PoolDevice(s, d) for s in pool.slices for d in s.devices]
         applying = [c for c in candidates if applies_to_node(c, node_name, node_labels)]
-        if not applying:
+        # A counter slice that selects the node brings its pool in too (DRA-lib pools_incubating.go:
+        # GatherPools takes every slice whose node selection matches): an incomplete or invalid pool is
+        # then unusable here (an ``All`` request fails on it) even when none of its devices is.
+        counting = any(
+            s.shared_counters and selects_node(s.node_selection, node_name, node_labels) for s in pool.slices
+        )
+        if not applying and not counting:
             continue
         if pool.status is PoolStatus.COMPLETE:
             usable.extend(applying)

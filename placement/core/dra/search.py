@@ -1,35 +1,36 @@
 """The feasibility rules and the depth-first search that ``first_fit`` and ``best_fit`` share.
 
-A port of DRA-lib's *stable* structured allocator (``structured/internal/stable``: ``Allocate``,
-``allocateOne``, ``allocateDevice``) for one pod's claims on one node. Claims are visited in the given
-order, requests in spec order, and each request's devices one slot at a time. For every slot the
-node's devices are tried in search order (complete pools by driver and pool name, slices and devices as
-published; upstream stable walks pools in Go map order, so any pool order is one it could take), and a
-device is kept when, in this order:
+A port of DRA-lib's structured allocator as kube-scheduler 1.37 runs it with its default feature gates
+(``structured/internal/incubating``: ``Allocate``, ``allocateOne``, ``allocateDevice``) for one pod's claims
+on one node; tests/test_oracle_dra.py checks it against that code. Claims are visited in the given order,
+requests in spec order, and each request's devices one slot at a time. For every slot the node's devices
+are tried in search order (complete pools by driver and pool name, slices by name, devices as published,
+as incubating sorts them), and a device is kept when, in this order:
 
 1. no claim holds it (``status.allocation``), it is not in flight, and this search has not taken it;
 2. every DeviceClass selector and then every request selector is true (a ``SelectorError`` aborts the
    whole search with that error as the reason, never a silent miss);
 3. each of its NoSchedule/NoExecute taints is tolerated by the request;
 4. it shares no silicon with a held, in-flight or already chosen device (``footprints.conflicts``),
-   and together with them overdraws no shared counter;
+   and, when it draws shared counters, no counter of its pool is overdrawn with it;
 5. every constraint of its claim that covers the request still holds: ``matchAttribute`` (the first
    covered device fixes the value; a device without the attribute is refused) and ``distinctAttribute``
    (pairwise different values).
 
-``All`` takes every selectable device of the node (an error when a pool the node would use is
-incomplete or invalid; no solution when one of them is taken, conflicts or is not tolerated; an error
-when a constraint refuses one of them). ``firstAvailable`` alternatives are tried in order, the first
-that leads to a complete solution wins, and results name it ``<request>/<subrequest>``. A claim never
-gets more than 32 results (``AllocationResultsMaxSize``).
+``All`` takes every selectable device of the node, pool by pool (an error when it reaches a pool the
+node would use that is incomplete or invalid; no solution when one of them is taken, conflicts or is not
+tolerated; an error when a constraint refuses one of them). ``firstAvailable`` alternatives are tried in
+order, the first that leads to a complete solution wins, and results name it ``<request>/<subrequest>``.
+A claim never gets more than 32 results (``AllocationResultsMaxSize``).
 
 The search gives up with an error after ``MAX_DEVICE_TRIES`` device tries (backtracking is exponential
 in the worst case; upstream is bounded by the scheduling cycle's deadline instead).
 
 ``solutions`` yields every complete solution in the order the search meets them. With
-``combinations=False`` the devices of one request are tried as permutations, as stable does (so the
-first solution is upstream's); with ``combinations=True`` a request's later slots only look past the
-device of its previous slot, so every set of devices is met once.
+``combinations=True`` (first fit and best fit) a request's later slots only look past the device of its
+previous slot, as incubating's ``startLocation`` does, so every set of devices is met once; with
+``combinations=False`` the devices of one request are tried as permutations, as the older *stable*
+implementation does.
 """
 
 from __future__ import annotations
@@ -284,11 +285,22 @@ class Search:
         return options
 
     def _with_all_devices(self, option: Option, where: str, key: tuple[int, int, int]) -> Option:
-        for pool in self.inventory.unusable_pools:
-            state = "is currently being updated" if pool.status is PoolStatus.INCOMPLETE else "is currently invalid"
-            raise AllocationError(f"{where}: asks for all devices, but resource pool {pool.driver}/{pool.name} {state}")
-        chosen = tuple(e for e in self.inventory.devices if self._is_selectable(key, option, e))
-        return replace(option, all_devices=chosen)
+        # Pool by pool in (driver, name) order, as DRA-lib's validateDeviceRequest walks them: an unusable
+        # pool is an error when reached, after the selectors of the pools before it have run.
+        unusable = {(p.driver, p.name): p for p in self.inventory.unusable_pools}
+        usable: dict[tuple[str, str], list[PoolDevice]] = {}
+        for entry in self.inventory.devices:
+            usable.setdefault((entry.ref.driver, entry.ref.pool), []).append(entry)
+        chosen: list[PoolDevice] = []
+        for pool_id in sorted(unusable.keys() | usable.keys()):
+            pool = unusable.get(pool_id)
+            if pool is not None:
+                state = "is currently being updated" if pool.status is PoolStatus.INCOMPLETE else "is currently invalid"
+                raise AllocationError(
+                    f"{where}: asks for all devices, but resource pool {pool.driver}/{pool.name} {state}"
+                )
+            chosen.extend(e for e in usable[pool_id] if self._is_selectable(key, option, e))
+        return replace(option, all_devices=tuple(chosen))
 
     # --- the search ---
 
@@ -398,8 +410,12 @@ class Search:
         others = [*self.inventory.taken_footprints, *(self.inventory.footprints[r] for r in self._chosen_refs)]
         if any(conflicts(mine, other) for other in others):
             return False
-        before = set(overdrawn_counters(others))
-        return not set(overdrawn_counters([*others, mine])) - before
+        if not mine.counters:
+            return True
+        # As DRA-lib's checkAvailableCounters: with this device, no counter of its pool may be overdrawn,
+        # not even one it does not draw on (allocated devices may have overdrawn one already).
+        pool = (mine.device.driver, mine.device.pool)
+        return not any((k.driver, k.pool) == pool for k in overdrawn_counters([*others, mine]))
 
     def _fits(self, claim_index: int, option: Option, entry: PoolDevice, *, must: bool) -> bool:
         """Whether every constraint of the claim that covers this request still holds with ``entry``."""
