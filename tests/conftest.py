@@ -170,7 +170,7 @@ def _build_oracles(session: pytest.Session) -> None:
         progress(f"oracles: not built, the oracle tests will {'fail' if REQUIRE_CONTROL_PLANE else 'skip'}")
 
 
-def _oracle(request: pytest.FixtureRequest, kind: str) -> Iterator[Oracle]:
+def _oracle(request: pytest.FixtureRequest, kind: str, restart_every: int | None = None) -> Iterator[Oracle]:
     from tests.oracle_process import Oracle  # noqa: PLC0415
 
     error = request.config.stash.get(_ORACLE_BUILD_ERROR, None)
@@ -180,7 +180,7 @@ def _oracle(request: pytest.FixtureRequest, kind: str) -> Iterator[Oracle]:
         if REQUIRE_CONTROL_PLANE:
             pytest.fail(message)
         pytest.skip(message)
-    with Oracle(directory / kind) as oracle:
+    with Oracle(directory / kind, restart_every=restart_every) as oracle:
         yield oracle
 
 
@@ -193,7 +193,7 @@ def scheduler_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
 @pytest.fixture(scope="session")
 def kubelet_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
     """The kubelet v1.37.2's Topology Manager with its CPU, memory and device managers (tests/oracles/kubelet)."""
-    yield from _oracle(request, "kubelet")
+    yield from _oracle(request, "kubelet", restart_every=2000)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ and container removal, which the admission model has no counterpart for).
 
 The last tests are not upstream tables: whole-pod admissions for the single-vs-cross-NUMA rule
 (kubernetes/kubernetes#123443, in the kubelet since 1.32) and for an init container's memory group.
+
+The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ case names. Not ported: the "regenerate hints if already allocated" cases (kubel
 admitted has no allocations), the CPU manager ``align-by-socket`` option, the alpha NUMA allocation-strategy
 scores, feature-gate checks of policy options (both options are GA), and the scope tests that only check
 that a mock policy receives the providers' maps (Go plumbing with no counterpart here).
+
+The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ from placement.core.topology_manager import (
     admit,
     parse_policy_options,
     policy_merge,
+)
+from placement.core.topology_manager.admission import (
+    NO_NUMA_DISTANCES_MESSAGE,
+    NUMA_ID_ABOVE_63,
+    SPARSE_NUMA_DISTANCES_MESSAGE,
 )
 from placement.core.topology_manager.bitmask import iterate_masks
 from placement.core.topology_manager.merge import (
@@ -198,7 +205,11 @@ def test_prefer_closest_without_distances_is_unavailable() -> None:
     kubelet = KubeletConfig(topology_policy=TopologyPolicy.BEST_EFFORT, options=options)
     node = NodeResources((NumaCellResources(0, 4, 4),), kubelet=kubelet)
     result = admit(node, Pod((Container("c"),)))
-    assert (result.admit, result.reason) == (False, TOPOLOGY_MANAGER_UNAVAILABLE)
+    assert (result.admit, result.reason, result.message) == (
+        False,
+        TOPOLOGY_MANAGER_UNAVAILABLE,
+        NO_NUMA_DISTANCES_MESSAGE,
+    )
 
 
 # --- bitmask (bitmask_test.go) -----------------------------------------------------------------------
@@ -548,3 +559,107 @@ def test_merge_matches_the_literal_fold(
     rows = tuple(tuple(10 if a == b else pairs[(min(a, b), max(a, b))] for b in range(4)) for a in range(4))
     merger = HintMerger.create(NumaInfo((0, 1, 2, 3), rows), lists, policy, PolicyOptions(prefer_closest_numa=closest))
     assert merger.merge() == merger.merge_exhaustive()
+
+
+# --- what the kubelet oracle found (tests/test_oracle_kubelet.py) -------------------------------------------
+
+
+def _oracle_node(groups: Sequence[DeviceGroup], free_cpus: Sequence[int] = (4, 4)) -> NodeResources:
+    cells = tuple(NumaCellResources(i, 4, free) for i, free in enumerate(free_cpus))
+    config = KubeletConfig(topology_policy=TopologyPolicy.BEST_EFFORT, cpu_manager_policy=CpuManagerPolicy.STATIC)
+    return NodeResources(cells, devices=tuple(groups), kubelet=config)
+
+
+def _guaranteed_pod(*containers: Container, init: Sequence[Container] = ()) -> Pod:
+    return Pod(tuple(containers), init_containers=tuple(init), qos=QOSClass.GUARANTEED)
+
+
+def test_a_resource_no_device_plugin_registered_is_not_the_device_managers() -> None:
+    """manager.go allocateContainerResources skips a resource isDevicePluginResource does not know."""
+    pod = _guaranteed_pod(Container("c", cpu_millis=1000, devices=(("example.com/nic", 1),)))
+    assert admit(_oracle_node([]), pod).admit
+
+
+def test_devices_all_unhealthy_are_named_so() -> None:
+    """devicesToAllocate checks the plugin's health before the count."""
+    node = _oracle_node([DeviceGroup("nvidia.com/gpu", (0,), 2, 0, healthy=0)])
+    result = admit(node, _guaranteed_pod(Container("c", cpu_millis=1000, devices=(("nvidia.com/gpu", 1),))))
+    assert (result.reason, result.message) == (
+        UNEXPECTED_ADMISSION_ERROR,
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices nvidia.com/gpu, "
+        "which is unexpected",
+    )
+
+
+def test_device_hints_span_the_nodes_hosting_devices() -> None:
+    """topology_hints.go generateDeviceTopologyHints (v1.36+): masks over deviceNUMANodes only."""
+    node = _device_node([DeviceGroup("gpu", (0,), 1, 1), DeviceGroup("gpu", (2,), 1, 1)], cells=3)
+    hints = NodeState(node).device_hints("gpu", 1)
+    assert _sorted(hints or []) == _sorted([pref(0), pref(2), nonpref(0, 2)])
+
+
+def test_the_device_manager_allocates_first() -> None:
+    """container_manager_linux.go adds the device manager as the first hint provider: short of GPUs and of
+    CPUs, the pod is refused for the GPUs."""
+    node = _oracle_node([DeviceGroup("nvidia.com/gpu", (0,), 1, 0, healthy=1)], free_cpus=(0, 0))
+    result = admit(node, _guaranteed_pod(Container("c", cpu_millis=2000, devices=(("nvidia.com/gpu", 1),))))
+    assert result.message == (
+        "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, "
+        "Available: 0, which is unexpected"
+    )
+
+
+def test_cpus_short_of_the_hint_name_the_rest() -> None:
+    """policy_static.go allocateCPUs takes the aligned CPUs first; the second takeByTopology fails for the rest."""
+    node = _oracle_node([], free_cpus=(2, 0))
+    result = admit(node, _guaranteed_pod(Container("c", cpu_millis=4000)))
+    assert result.message == (
+        "Allocate failed due to not enough cpus available to satisfy request: requested=2, available=0, "
+        "which is unexpected"
+    )
+
+
+def test_devices_short_after_the_reusable_ones_name_the_rest() -> None:
+    """devicesToAllocate takes the init containers' devices first, then counts what is still needed."""
+    node = _oracle_node([DeviceGroup("nvidia.com/gpu", (0,), 2, 2, healthy=2)])
+    first = Container("i0", cpu_millis=1000, devices=(("nvidia.com/gpu", 2),))
+    second = Container("i1", cpu_millis=1000, devices=(("nvidia.com/gpu", 3),))
+    result = admit(node, _guaranteed_pod(Container("c", cpu_millis=1000), init=(first, second)))
+    assert result.message == (
+        "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, "
+        "Available: 0, which is unexpected"
+    )
+
+
+def test_prefer_closest_on_sparse_ids_is_unavailable() -> None:
+    """Distance rows indexed by id too short for sparse ids: the kubelet panics merging (numa_info.go
+    NUMADistances.CalculateAverageFor); the model admits nothing there."""
+    options = PolicyOptions(prefer_closest_numa=True)
+    kubelet = KubeletConfig(topology_policy=TopologyPolicy.BEST_EFFORT, options=options)
+    cells = (NumaCellResources(0, 4, 4), NumaCellResources(2, 4, 4))
+    result = admit(NodeResources(cells, distances=((10, 20), (20, 10)), kubelet=kubelet), Pod((Container("c"),)))
+    assert (result.reason, result.message) == (TOPOLOGY_MANAGER_UNAVAILABLE, SPARSE_NUMA_DISTANCES_MESSAGE)
+
+
+@pytest.mark.parametrize(
+    "kubelet",
+    [
+        KubeletConfig(topology_policy=TopologyPolicy.RESTRICTED),
+        KubeletConfig(memory_manager_policy=MemoryManagerPolicy.STATIC),
+    ],
+    ids=["a merge", "Static memory hints"],
+)
+def test_a_numa_id_above_63_is_unavailable(kubelet: KubeletConfig) -> None:
+    """bitmask.NewBitMask refuses it, its callers drop the error, the kubelet panics on the nil mask; before,
+    the model raised ValueError."""
+    cells = (NumaCellResources(0, 4, 4), NumaCellResources(250, 0, 0))
+    result = admit(NodeResources(cells, kubelet=kubelet), Pod((Container("c"),)))
+    assert (result.reason, result.message) == (TOPOLOGY_MANAGER_UNAVAILABLE, f"NUMA node 250 {NUMA_ID_ABOVE_63}")
+
+
+def test_cpu_hints_span_the_nodes_with_cpus() -> None:
+    """policy_static.go generateCPUTopologyHints iterates CPUDetails.NUMANodes(): a CPU-less node is in no
+    CPU hint, so a best-effort merge with a memory hint over it keeps the CPUs' node alone."""
+    cells = (NumaCellResources(0, 2, 2), NumaCellResources(1, 0, 0))
+    node = NodeResources(cells, kubelet=KubeletConfig(cpu_manager_policy=CpuManagerPolicy.STATIC))
+    assert _sorted(NodeState(node).cpu_hints(1)) == _sorted([pref(0)])

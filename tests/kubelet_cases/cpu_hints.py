@@ -5,6 +5,8 @@
   two NUMA nodes of 6 CPUs, node 0 = CPUs {0,1,2,6,7,8}, node 1 = {3,4,5,9,10,11}. The default CPU set is
   given here as free CPUs per node.
 - ``TestPodGuaranteedCPUs``: pods as (init containers, app containers); a container is (cpus, sidecar).
+
+The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

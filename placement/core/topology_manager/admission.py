@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from placement.core.topology_manager.bitmask import MAX_BIT
 from placement.core.topology_manager.merge import NumaInfo, ProviderHints, TopologyHint, TopologyPolicy, policy_merge
-from placement.core.topology_manager.model import Container, NodeResources, Pod, TopologyScope
+from placement.core.topology_manager.model import Container, MemoryManagerPolicy, NodeResources, Pod, TopologyScope
 from placement.core.topology_manager.providers import (
     AllocationError,
     NodeState,
@@ -27,6 +28,12 @@ UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 TOPOLOGY_MANAGER_UNAVAILABLE = "TopologyManagerUnavailable"
 # ErrorTopologyAffinity in topologymanager/topology_manager.go
 TOPOLOGY_AFFINITY_MESSAGE = "Resources cannot be allocated with Topology locality"
+# NewManager wrapping NewNUMAInfo's error (topology_manager.go, numa_info.go)
+NO_NUMA_DISTANCES_MESSAGE = "cannot discover NUMA topology: error getting NUMA distances from cadvisor"
+NUMA_ID_ABOVE_63 = f"is above {MAX_BIT}: the kubelet's NUMA masks cannot hold it (it panics)"
+SPARSE_NUMA_DISTANCES_MESSAGE = (
+    "prefer-closest-numa-nodes: the NUMA distances have no column for every node id (the kubelet panics merging)"
+)
 
 
 @dataclass(frozen=True)
@@ -60,15 +67,28 @@ def admit(node: NodeResources, pod: Pod) -> AdmissionResult:
             message=f"unsupported on machines with more than {kubelet.options.max_allowable_numa_nodes} NUMA Nodes",
         )
     if kubelet.topology_policy is not TopologyPolicy.NONE and kubelet.options.prefer_closest_numa:
-        # NewNUMAInfo reads the distances for prefer-closest-numa-nodes; without a column per NUMA id the
-        # kubelet cannot start (missing file) or cannot merge (index out of range): it admits nothing.
+        # NewNUMAInfo needs every node's distances for prefer-closest-numa-nodes, else the kubelet does not start.
+        if len(numa_info.distances) != len(numa_info.nodes):
+            return AdmissionResult(admit=False, reason=TOPOLOGY_MANAGER_UNAVAILABLE, message=NO_NUMA_DISTANCES_MESSAGE)
+        # A row indexed by NUMA id (sysfs lists one column per online node) is too short for sparse ids: the
+        # kubelet starts, then panics (index out of range) in NUMADistances.CalculateAverageFor the first time
+        # it weighs two masks of one width. Such a node admits nothing for long (docs/placement.md).
         width = max(numa_info.nodes, default=-1) + 1
-        if len(numa_info.distances) != len(numa_info.nodes) or any(len(r) < width for r in numa_info.distances):
+        if any(len(r) < width for r in numa_info.distances):
             return AdmissionResult(
-                admit=False,
-                reason=TOPOLOGY_MANAGER_UNAVAILABLE,
-                message="cannot discover NUMA topology: no NUMA distance for every node id",
+                admit=False, reason=TOPOLOGY_MANAGER_UNAVAILABLE, message=SPARSE_NUMA_DISTANCES_MESSAGE
             )
+    if any(i > MAX_BIT for i in numa_info.nodes) and (
+        kubelet.topology_policy is not TopologyPolicy.NONE
+        or kubelet.memory_manager_policy is MemoryManagerPolicy.STATIC
+    ):
+        # bitmask.NewBitMask refuses ids above 63 and its callers drop the error: the kubelet panics on the nil
+        # mask wherever it builds one (every merge; the Static memory manager's hints).
+        return AdmissionResult(
+            admit=False,
+            reason=TOPOLOGY_MANAGER_UNAVAILABLE,
+            message=f"NUMA node {max(numa_info.nodes)} {NUMA_ID_ABOVE_63}",
+        )
     state = NodeState(node)
     if kubelet.topology_policy is TopologyPolicy.NONE or kubelet.scope is TopologyScope.CONTAINER:
         return _admit_containers(node, numa_info, state, pod)
@@ -83,11 +103,12 @@ def _numa_info(node: NodeResources) -> NumaInfo:
 
 
 def _container_hints(state: NodeState, pod: Pod, container: Container) -> list[ProviderHints]:
-    """``containerScope.accumulateProvidersHints``: CPU, memory and device manager, in that order."""
+    """``containerScope.accumulateProvidersHints``: the device, CPU and memory manager, in the order
+    container_manager_linux.go adds them as hint providers."""
     return [
+        state.device_provider(device_requests(container)),
         state.cpu_provider(guaranteed_cpus(pod, container)),
         state.memory_provider(pod, memory_requests(container)),
-        state.device_provider(device_requests(container)),
     ]
 
 
@@ -100,9 +121,9 @@ def _pod_hints(state: NodeState, pod: Pod) -> list[ProviderHints]:
     memory = {n: pod_level_request(pod, _request_of(memory_requests, n)) for n in sorted(memory_names)}
     devices = {n: pod_level_request(pod, _request_of(device_requests, n)) for n in sorted(device_names)}
     return [
+        state.device_provider(devices),
         state.cpu_provider(pod_level_request(pod, lambda c: guaranteed_cpus(pod, c))),
         state.memory_provider(pod, memory),
-        state.device_provider(devices),
     ]
 
 
@@ -111,12 +132,13 @@ def _request_of(requests: Callable[[Container], dict[str, int]], name: str) -> C
 
 
 def _allocate(state: NodeState, pod: Pod, container: Container, hint: TopologyHint) -> None:
-    """``allocateAlignedResources``: every hint provider's ``Allocate`` for one container."""
+    """``allocateAlignedResources``: every hint provider's ``Allocate`` for one container, in the providers'
+    order (device, CPU, memory): the first that fails names the error."""
     # Only run-to-completion init containers hand their resources on (cpusToReuse, devicesToReuse).
     init = container in pod.init_containers and not container.restartable
+    state.allocate_devices(device_requests(container), hint.affinity, init_container=init)
     state.allocate_cpus(guaranteed_cpus(pod, container), hint.affinity, init_container=init)
     state.allocate_memory(pod, memory_requests(container), hint, init_container=init)
-    state.allocate_devices(device_requests(container), hint.affinity, init_container=init)
 
 
 def _unexpected(error: AllocationError, container: Container, done: Sequence[ContainerAffinity]) -> AdmissionResult:

@@ -64,6 +64,7 @@ class DeviceGroup:
     numa_ids: tuple[int, ...]  # () when the plugin reports no topology
     total: int
     free: int
+    healthy: int | None = None  # healthy devices, in use or not; None where the node does not tell
 
 
 @dataclass(frozen=True)

@@ -80,10 +80,12 @@ class NodeState:
     # --- CPU manager, static policy -------------------------------------------------------------------
 
     def cpu_hints(self, request: int) -> list[TopologyHint]:
-        """``generateCPUTopologyHints``: possible on FREE (+reusable) CPUs, preferred on TOTAL CPUs."""
-        min_affinity_size = len(self.cell_ids)
+        """``generateCPUTopologyHints``: possible on FREE (+reusable) CPUs, preferred on TOTAL CPUs; the masks
+        span the NUMA nodes that have CPUs (``CPUDetails.NUMANodes()``), and so does ``minAffinitySize``."""
+        nodes = [i for i in self.cell_ids if self.total_cpus[i] > 0]
+        min_affinity_size = len(nodes)
         possible: list[NumaMask] = []
-        for mask in iterate_masks(self.cell_ids):
+        for mask in iterate_masks(nodes):
             if sum(self.total_cpus[i] for i in mask.ids) >= request and mask.count() < min_affinity_size:
                 min_affinity_size = mask.count()
             if any(n and not mask.is_set(i) for i, n in self.reusable_cpus.items()):
@@ -109,11 +111,15 @@ class NodeState:
             return
         available = {i: self.free_cpus[i] + self.reusable_cpus[i] for i in self.cell_ids}
         total_available = sum(available.values())
-        if total_available < request:
-            raise AllocationError(
-                f"not enough cpus available to satisfy request: requested={request}, available={total_available}"
-            )
         aligned = [i for i in self.cell_ids if affinity is None or affinity.is_set(i)]
+        # The aligned CPUs are taken first, as many as there are; only the second takeByTopology, for the
+        # rest out of what is left, can fail, and its message counts that rest (allocateCPUs).
+        first = 0 if affinity is None else min(request, sum(available[i] for i in aligned))
+        if total_available - first < request - first:
+            raise AllocationError(
+                "not enough cpus available to satisfy request: "
+                f"requested={request - first}, available={total_available - first}"
+            )
         taken = self._pack(available, aligned, request)
         rest = request - sum(taken.values())
         if rest:
@@ -261,9 +267,12 @@ class NodeState:
         reusable = sum(self.reusable_devices[k] for k, _ in groups)
         if available + reusable < request:
             return []
-        min_affinity_size = len(self.cell_ids)
+        # Since 1.36 the masks span only the NUMA nodes that host a device of the resource (deviceNUMANodes),
+        # all of them where none is known to the machine; so does minAffinitySize.
+        nodes = sorted({i for _, g in groups for i in g.numa_ids} & set(self.cell_ids)) or self.cell_ids
+        min_affinity_size = len(nodes)
         possible: list[NumaMask] = []
-        for mask in iterate_masks(self.cell_ids):
+        for mask in iterate_masks(nodes):
             in_mask = sum(g.total for _, g in groups if mask.any_set(g.numa_ids))
             if in_mask >= request and mask.count() < min_affinity_size:
                 min_affinity_size = mask.count()
@@ -285,15 +294,18 @@ class NodeState:
         return {r: self.device_hints(r, n) for r, n in requests.items() if self._groups(r)}
 
     def allocate_devices(self, requests: dict[str, int], affinity: NumaMask | None, *, init_container: bool) -> None:
-        """``devicesToAllocate``: reusable devices first, then devices on the affinity's cells, then any."""
+        """``devicesToAllocate``: reusable devices first, then devices on the affinity's cells, then any.
+
+        A resource no device plugin registered is not the device manager's (``isDevicePluginResource``):
+        ``allocateContainerResources`` skips it, whatever the count (the node-level fit judges it).
+        """
         for resource, request in requests.items():
             groups = self._groups(resource)
-            available = sum(self.free_devices[k] + self.reusable_devices[k] for k, _ in groups)
-            if available < request:
-                raise AllocationError(
-                    f"requested number of devices unavailable for {resource}. "
-                    f"Requested: {request}, Available: {available}"
-                )
+            if not groups:
+                continue
+            if all(g.healthy == 0 for _, g in groups):
+                # devicesToAllocate checks the plugin's health before the count.
+                raise AllocationError(f"no healthy devices present; cannot allocate unhealthy devices {resource}")
             remaining = request
             taken: dict[int, int] = {}
             for k, _ in groups:
@@ -301,6 +313,13 @@ class NodeState:
                 self.reusable_devices[k] -= n
                 taken[k] = n
                 remaining -= n
+            # Counted after the reusable devices are taken: the message names what is still needed.
+            available = sum(self.free_devices[k] for k, _ in groups)
+            if remaining > 0 and available < remaining:
+                raise AllocationError(
+                    f"requested number of devices unavailable for {resource}. "
+                    f"Requested: {remaining}, Available: {available}"
+                )
 
             def aligned_first(item: tuple[int, DeviceGroup]) -> tuple[bool, bool, tuple[int, ...]]:
                 _, group = item
