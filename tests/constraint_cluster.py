@@ -76,10 +76,6 @@ class ListCluster:
         return np.array([n is not None and n.unschedulable for n in self.slots], dtype=np.bool_)
 
     @property
-    def ready(self) -> BoolArray:
-        return np.array([n is not None and n.ready for n in self.slots], dtype=np.bool_)
-
-    @property
     def pods_version(self) -> int:
         return self._pods_version
 

@@ -14,8 +14,8 @@ def test_no_node_at_all_reads_as_kube_schedulers_no_nodes_error() -> None:
 def test_reasons_are_counted_and_sorted_as_kube_scheduler_sorts_them() -> None:
     rejected = [
         pb.Rejections(reason="Insufficient nvidia.com/gpu", nodes=["a", "b"]),
-        pb.Rejections(reason="node(s) had untolerated taint", nodes=["c"]),
+        pb.Rejections(reason="node(s) had untolerated taint(s)", nodes=["c"]),
     ]
     assert _no_node_message(rejected) == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint, 2 Insufficient nvidia.com/gpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu."
     )

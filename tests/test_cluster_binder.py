@@ -418,7 +418,7 @@ def test_a_reservation_that_cannot_be_read_is_cleared_and_planned_anew(scene: Sc
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
-GPU_TAINT = "node(s) had untolerated taint {nvidia.com/gpu: present}"
+GPU_TAINT = "node(s) had untolerated taint(s)"
 TOLERATES_GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 NO_GPU = "Insufficient nvidia.com/gpu"
 SELECTOR = "node(s) didn't match Pod's node affinity/selector"

@@ -413,9 +413,14 @@ def test_labels_cordon_taints_and_readiness_reach_the_answers(cluster: Cluster, 
     cluster.plane.kubectl("taint", "node", node, "example.com/maintenance-")
     becomes(pod("probe"), FEASIBLE, "the taint removed")
 
+    # Not Ready: refused by the taint the node lifecycle controller adds (kube-scheduler has no readiness
+    # filter, issue #28), which a pod may tolerate; the condition alone refuses nothing.
     condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "test"}
     cluster.admin.merge_patch(f"{path}/status", {"status": {"conditions": [condition]}})
+    cluster.plane.kubectl("taint", "node", node, "node.kubernetes.io/not-ready:NoSchedule")
     becomes(pod("probe"), "REJECTION_KIND_NODE_CONSTRAINT", "the node not ready")
+    tolerates_not_ready = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]
+    assert verdict(pod("tolerating-not-ready", tolerations=tolerates_not_ready))() == FEASIBLE
 
 
 def test_a_bound_pod_is_counted_as_used_until_it_is_deleted(cluster: Cluster, running: Running) -> None:

@@ -1,11 +1,13 @@
-"""What the upstream tables do not cover: scheduling gates, readiness, VolumeBinding as far as it is
-supported, the merge with the resource verdict, and the memo's lifetimes."""
+"""What the upstream tables do not cover: scheduling gates, readiness (by its taints only), the nodes left
+out of the PreFilterResult, VolumeBinding as far as it is supported, the merge with the resource verdict,
+and the memo's lifetimes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from placement.cluster.objects import node_facts
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
 from placement.core.constraints.context import PodInCluster
@@ -13,6 +15,7 @@ from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.model import (
     ClaimFacts,
     LabelSelector,
+    NodeAffinity,
     NodeFacts,
     NodeSelectorTerm,
     Operator,
@@ -21,6 +24,10 @@ from placement.core.constraints.model import (
     PodAffinityTerm,
     PodConstraints,
     Requirement,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
     TopologySpreadConstraint,
     WhenUnsatisfiable,
 )
@@ -28,10 +35,10 @@ from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.terms import IncomingPod
 from placement.core.constraints.verdicts import (
     EXISTING_ANTI_AFFINITY,
-    NODE_NOT_READY,
     NODE_UNSCHEDULABLE,
     SPREAD_MISMATCH,
     UNBOUND_IMMEDIATE_CLAIMS,
+    UNTOLERATED_TAINT,
     VOLUME_BIND_CONFLICT,
     VOLUME_NODE_CONFLICT,
     WAITS_FOR_FIRST_CONSUMER,
@@ -67,16 +74,57 @@ def test_a_gated_pod_is_refused_everywhere_before_anything_else() -> None:
     assert refused == Rejected(
         "waiting for scheduling gates: [example.com/quota example.com/ready]", RejectionKind.NODE_CONSTRAINT
     )
-    cluster = ListCluster.of([NodeFacts("a", ready=False), NodeFacts("b")])
+    cluster = ListCluster.of([NodeFacts("a", unschedulable=True), NodeFacts("b")])
     verdict = constraint_filter(cluster, cluster.rows(), "ns", (), constraints)
     assert [verdict.rejected(i) for i in range(2)] == [refused, refused]
     assert verdict.stage(0) is FilterStage.SCHEDULING_GATES
     assert scheduling_gate_refusal(PodConstraints()) is None
 
 
-def test_a_node_that_is_not_ready_refuses_every_pod_first() -> None:
-    cluster = ListCluster.of([NodeFacts("a", ready=False, unschedulable=True), NodeFacts("b", unschedulable=True)])
-    assert _verdicts(cluster, IncomingPod("ns")) == [NODE_NOT_READY, NODE_UNSCHEDULABLE]
+NOT_READY = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
+
+
+def test_a_not_ready_node_refuses_by_its_taint_and_takes_a_pod_that_tolerates_it() -> None:
+    """Issue #28: kube-scheduler has no readiness filter, only the taint the node lifecycle controller adds
+    (TaintToleration); a pod tolerating ``node.kubernetes.io/not-ready`` goes there (kube-scheduler v1.37.2
+    answers the same: tests/oracles/scheduler/schedule_test.go)."""
+    cluster = ListCluster.of([NodeFacts("a", taints=(NOT_READY,)), NodeFacts("b", unschedulable=True)])
+    assert _verdicts(cluster, IncomingPod("ns")) == [UNTOLERATED_TAINT, NODE_UNSCHEDULABLE]
+    tolerates = Toleration("node.kubernetes.io/not-ready", TolerationOperator.EXISTS)
+    assert _verdicts(cluster, IncomingPod("ns", constraints=PodConstraints(tolerations=(tolerates,)))) == [
+        None,
+        NODE_UNSCHEDULABLE,
+    ]
+
+
+def test_a_node_whose_ready_condition_is_false_takes_a_pod_tolerating_its_not_ready_taint() -> None:
+    """The Node as the watch delivers it: the Ready condition refuses nothing, the taint does."""
+    node = node_facts(
+        {
+            "metadata": {"name": "a"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+        }
+    )
+    cluster = ListCluster.of([node])
+    tolerates = Toleration("node.kubernetes.io/not-ready", TolerationOperator.EXISTS, effect=TaintEffect.NO_SCHEDULE)
+    assert _verdicts(cluster, IncomingPod("ns", constraints=PodConstraints(tolerations=(tolerates,)))) == [None]
+    assert _verdicts(cluster, IncomingPod("ns")) == [UNTOLERATED_TAINT]
+
+
+def test_nodes_outside_the_pre_filter_result_are_refused_unfiltered() -> None:
+    """NodeName's and NodeAffinity's PreFilter name nodes; the others are refused before any Filter with
+    ``findNodesThatFitPod``'s words, and no node in common refuses the pod (``RunPreFilterPlugins``)."""
+    cluster = ListCluster.of([NodeFacts("a", unschedulable=True), NodeFacts("b", unschedulable=True), NodeFacts("c")])
+    named = PodConstraints(node_name="a")
+    outside = Rejected("node(s) didn't satisfy plugin(s) [NodeName]", RejectionKind.NODE_CONSTRAINT)
+    assert _verdicts(cluster, IncomingPod("ns", constraints=named)) == [NODE_UNSCHEDULABLE, outside, outside]
+    by_field = NodeSelectorTerm(match_fields=(Requirement("metadata.name", Operator.IN, ("b",)),))
+    both = PodConstraints(node_name="a", node_affinity=NodeAffinity(required=(by_field,)))
+    nowhere = Rejected(
+        "node(s) didn't satisfy plugin(s) [NodeAffinity NodeName] simultaneously", RejectionKind.NODE_CONSTRAINT
+    )
+    assert _verdicts(cluster, IncomingPod("ns", constraints=both)) == [nowhere, nowhere, nowhere]
 
 
 def _claims_cluster(**claims: ClaimFacts) -> ListCluster:
@@ -89,6 +137,15 @@ def _pod_with(*claims: str) -> IncomingPod:
 
 
 ZONE_A_VOLUME = (NodeSelectorTerm((Requirement("zone", Operator.IN, ("a",)),)),)
+
+
+def test_the_refusals_read_as_kube_scheduler_v1_37_words() -> None:
+    """The words v1.37.2 gives (volumebinding/binder.go ErrReasonNodeConflict, tainttoleration Filter), not
+    the v1.25-v1.33 wording the port had: FailedScheduling events read the same as kube-scheduler's."""
+    assert (VOLUME_NODE_CONFLICT.message, UNTOLERATED_TAINT.message) == (
+        "node(s) didn't match PersistentVolume's node affinity",
+        "node(s) had untolerated taint(s)",
+    )
 
 
 @pytest.mark.parametrize(

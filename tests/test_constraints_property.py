@@ -1,7 +1,7 @@
 """The vectorised constraint plugins equal the reference, pod by pod and node by node.
 
 Random clusters over a small vocabulary (so that labels, taints, ports and terms collide often): nodes with
-labels (GPU Feature Discovery's among them, some malformed), taints, cordons and readiness, some slots free;
+labels (GPU Feature Discovery's among them, some malformed), taints and cordons, some slots free;
 placed pods with labels, host ports and every kind of inter-pod term; namespaces with and without labels;
 claims in every state. Random incoming pods use every operator, toleration form, spread policy, term field
 and GPU requirement. The filter must give each node the same first
@@ -112,7 +112,6 @@ def nodes(draw: st.DrawFn) -> list[NodeFacts | None]:
                 labels=tuple(sorted(labels.items())),
                 taints=taints,
                 unschedulable=draw(st.integers(0, 5)) == 0,
-                ready=draw(st.integers(0, 7)) != 0,
             )
         )
     return slots
@@ -346,7 +345,7 @@ def test_vectorised_equals_reference(
     slot = data.draw(st.sampled_from([s for s, n in enumerate(cluster.slots) if n is not None]))
     node = cluster.slots[slot]
     assert node is not None
-    cluster.slots[slot] = NodeFacts(node.name, data.draw(NODE_LABELS), node.taints, node.unschedulable, node.ready)
+    cluster.slots[slot] = NodeFacts(node.name, data.draw(NODE_LABELS), node.taints, node.unschedulable)
     cluster.touch_labels()
     cluster.namespaces["ns2"] = (("team", "a"),)  # namespace labels may change without a version bump
     assert_same(cluster, second, cache)
@@ -413,7 +412,7 @@ def test_a_kept_verdict_is_the_plugins_verdict_while_the_cluster_holds_still(
     slot = data.draw(st.sampled_from([s for s, n in enumerate(cluster.slots) if n is not None]))
     node = cluster.slots[slot]
     assert node is not None
-    cluster.slots[slot] = NodeFacts(node.name, data.draw(NODE_LABELS), node.taints, not node.unschedulable, node.ready)
+    cluster.slots[slot] = NodeFacts(node.name, data.draw(NODE_LABELS), node.taints, not node.unschedulable)
     cluster.touch_labels()
     check(first)
     check(second)

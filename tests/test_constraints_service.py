@@ -128,7 +128,7 @@ def _code(call: Any) -> tuple[grpc.StatusCode, str]:
 
 def test_a_no_schedule_taint_refuses_the_pod_unless_it_tolerates_it(make: Any) -> None:
     service = make([_facts("a", taints=(GPU_TAINT,)), _facts("b"), _facts("c")])
-    untolerated = ("node(s) had untolerated taint {nvidia.com/gpu: present}", pb.REJECTION_KIND_NODE_CONSTRAINT)
+    untolerated = ("node(s) had untolerated taint(s)", pb.REJECTION_KIND_NODE_CONSTRAINT)
 
     plain = service.filter(_pod())
     assert list(plain.feasible_nodes) == ["b", "c"]
@@ -169,12 +169,15 @@ def test_a_cordoned_node_is_refused(make: Any) -> None:
     assert list(service.filter(_pod()).feasible_nodes) == ["a", "b", "c"]
 
 
-def test_a_node_that_is_not_ready_is_refused(make: Any) -> None:
-    service = make([_facts("a", ready=False), _facts("b"), _facts("c")])
+def test_a_not_ready_node_is_refused_by_its_taint_unless_the_pod_tolerates_it(make: Any) -> None:
+    """Issue #28: readiness is judged by the node lifecycle controller's taint alone, as kube-scheduler does."""
+    not_ready = Taint("node.kubernetes.io/not-ready", TaintEffect.NO_SCHEDULE)
+    service = make([_facts("a", taints=(not_ready,)), _facts("b"), _facts("c")])
     answer = service.filter(_pod())
     assert list(answer.feasible_nodes) == ["b", "c"]
-    assert _reasons(answer.rejected) == {"a": ("node(s) were not ready", pb.REJECTION_KIND_NODE_CONSTRAINT)}
-    assert service.reserve(_pod()).placement.node in ("b", "c")
+    assert _reasons(answer.rejected) == {"a": ("node(s) had untolerated taint(s)", pb.REJECTION_KIND_NODE_CONSTRAINT)}
+    tolerates = pb.Toleration(key="node.kubernetes.io/not-ready", operator="Exists", effect="NoSchedule")
+    assert list(service.filter(_pod(tolerations=[tolerates])).feasible_nodes) == ["a", "b", "c"]
 
 
 def test_node_selector_and_required_node_affinity(make: Any) -> None:
@@ -488,7 +491,7 @@ def test_the_same_pod_as_pod_json_gets_the_same_answers(make: Any) -> None:
         "node(s) didn't match Pod's node affinity/selector",  # c
         "node(s) didn't match pod anti-affinity rules",  # b and d: zone-b holds the db pod
         "node(s) didn't have free ports for the requested pod ports",  # e
-        "node(s) had untolerated taint {nvidia.com/gpu: present}",  # f
+        "node(s) had untolerated taint(s)",  # f
     }
 
     scored = service.stub.Score(pb.ScoreRequest(pod=message))

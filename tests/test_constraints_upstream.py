@@ -4,7 +4,8 @@ The tables live in ``tests/scheduler_cases/`` (each module names its upstream fi
 ids are the upstream case names). Every Filter case is checked three ways: the reference plugin the Go test
 exercised, alone (``reference.<plugin>``); the whole reference filter node by node; and the vectorised filter
 over all the nodes at once. Every Score case is checked against both ``reference.score_nodes`` and
-``constraint_scores``.
+``constraint_scores``. kube-scheduler v1.37.2 itself now judges both on random GPU clusters too:
+tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

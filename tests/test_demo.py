@@ -48,12 +48,11 @@ from tools.build_demo_machines import MACHINES_DIR, machine_documents, main
 GPU_MACHINES = ("hgx-h100", "dgx-a100", "l40s-4x", "a100-pcie-nvbridge")
 FLEET_SIZE = sum(count for _, count in FLEET)
 DRA_NODES = [name for name, _ in dra_node_names()]
-DRA_UNTOLERATED = "node(s) had untolerated taint {gpu.nvidia.com/dra: present}"
 ZONE = "topology.kubernetes.io/zone"
-# The taint GPU node pools carry, and kube-scheduler's words (v1.25 to v1.33) for a node whose taint a pod
-# does not tolerate.
+# The taint GPU node pools carry, and kube-scheduler's words (v1.37) for a node whose taint a pod does not
+# tolerate (the DRA nodes' taint reads the same).
 GPU_TAINT = Taint("nvidia.com/gpu", TaintEffect.NO_SCHEDULE, "present")
-UNTOLERATED = "node(s) had untolerated taint {nvidia.com/gpu: present}"
+UNTOLERATED = "node(s) had untolerated taint(s)"
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 
 
@@ -180,7 +179,7 @@ def test_every_node_carries_the_labels_and_taints_of_a_real_node() -> None:
             **({"nvidia.com/gpu.present": "true"} if gpu else {}),
         }
         assert facts.taints == ((GPU_TAINT,) if gpu else ())
-        assert (facts.unschedulable, facts.ready) == (False, True)
+        assert not facts.unschedulable
         zones[labels[ZONE]] += 1
     assert zones == {"zone-a": FLEET_SIZE // 2, "zone-b": FLEET_SIZE // 2}  # every machine type in both zones
     for node in DRA_NODES:  # GPUs from ResourceSlices: the DRA nodes keep device-plugin pods away
@@ -315,8 +314,8 @@ def test_zone_pinned_pod_lands_in_its_zone_on_a_cpu_node(decided: tuple[Placemen
     assert dict(_facts(engine, placement.node).labels)[ZONE] == "zone-b"
     reasons = {group.reason: set(group.nodes) for group in result.rejected}
     names = _fleet_names()
-    # kube-scheduler checks taints before node affinity: the GPU nodes of both zones name their taint.
-    assert reasons[UNTOLERATED] == {n for n, stem in names if stem in GPU_MACHINES}
+    # kube-scheduler checks taints before node affinity: the GPU and DRA nodes of both zones refuse by taint.
+    assert reasons[UNTOLERATED] == {n for n, stem in names if stem in GPU_MACHINES} | set(DRA_NODES)
     assert reasons[SELECTOR_MISMATCH] == {n for n, stem in names if stem == "cpu-2s" and int(n[-1]) % 2 == 0}
 
 
@@ -330,8 +329,7 @@ def test_gpu_pod_without_the_toleration_is_refused_by_every_gpu_node(
     reasons = {group.reason: set(group.nodes) for group in result.rejected}
     names = _fleet_names()
     assert reasons == {
-        UNTOLERATED: {n for n, stem in names if stem in GPU_MACHINES},
-        DRA_UNTOLERATED: set(DRA_NODES),
+        UNTOLERATED: {n for n, stem in names if stem in GPU_MACHINES} | set(DRA_NODES),
         "Insufficient nvidia.com/gpu": {n for n, stem in names if stem not in GPU_MACHINES},
     }
 
@@ -427,7 +425,8 @@ def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:
     assert POLICY_KEY in text
     assert "NOT PLACED" in text
     assert "Insufficient nvidia.com/gpu" in text
-    assert f"12 x {UNTOLERATED}" in text  # the GPU pod without the toleration, refused by every GPU node
+    # the GPU pod without the toleration, refused by every GPU node and every DRA node
+    assert f"{12 + len(DRA_NODES)} x {UNTOLERATED}" in text
     assert "rules    nodeSelector topology.kubernetes.io/zone=zone-b\n" in text
     assert "rules    tolerates nvidia.com/gpu:NoSchedule op=Exists\n" in text
     assert "the taint nvidia.com/gpu=present:NoSchedule" in text

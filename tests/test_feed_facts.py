@@ -101,7 +101,7 @@ def _pod(name: str, *, node: str = "", reserved: str = "", phase: str = "Running
 # --- the handlers, without a watch ---------------------------------------------------------------------
 
 
-def test_node_objects_give_labels_taints_cordon_and_readiness() -> None:
+def test_node_objects_give_labels_taints_and_cordon() -> None:
     index = ClusterIndex()
     facts = index.facts
     nodes = _feed(index)._topology.nodes
@@ -115,12 +115,6 @@ def test_node_objects_give_labels_taints_cordon_and_readiness() -> None:
     assert _taints(facts, "a") == set()
     nodes.apply("MODIFIED", _node("a"))  # uncordoned
     assert not facts.unschedulable[slot]
-    not_ready = _node("a")
-    not_ready["status"]["conditions"] = [_ready("Unknown")]
-    nodes.apply("MODIFIED", not_ready)
-    assert not facts.ready[slot]
-    nodes.apply("MODIFIED", _node("a"))
-    assert facts.ready[slot]
     relabelled = _node("a")
     relabelled["metadata"]["labels"]["topology.kubernetes.io/zone"] = "z2"
     nodes.apply("MODIFIED", relabelled)

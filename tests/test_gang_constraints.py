@@ -336,6 +336,6 @@ def test_members_whose_taint_no_node_tolerates_are_not_placed_on_tainted_nodes(m
     service = make({"t1": {}, "t2": {}}, taints={"t1": [DEDICATED], "t2": [DEDICATED]})
     answer = service.place("plain", [_member(f"w{i}", cpus=2) for i in range(2)])
     assert answer.state == pb.GANG_STATE_INFEASIBLE
-    assert "2 node(s): node(s) had untolerated taint {dedicated: ml}" in answer.reason
+    assert "2 node(s): node(s) had untolerated taint(s)" in answer.reason
     assert not answer.members
     assert service.reserved_nodes() == {}

@@ -54,7 +54,7 @@ def _placed(view: ClusterView) -> dict[tuple[str, str], int]:
 def test_the_index_keeps_a_cluster_view() -> None:
     view: ClusterView = ClusterIndex().facts
     assert view.capacity == 64
-    assert len(view.node_names()) == view.unschedulable.shape[0] == view.ready.shape[0] == 64
+    assert len(view.node_names()) == view.unschedulable.shape[0] == 64
 
 
 def test_node_facts_wait_by_name_for_the_slot_and_follow_label_changes_slot_by_slot() -> None:
@@ -66,7 +66,6 @@ def test_node_facts_wait_by_name_for_the_slot_and_follow_label_changes_slot_by_s
     b = _with_slot(index, "b")  # a topology without a Node object (yet): the model's defaults
     assert facts.node_names()[a] == "a"
     assert (_labels_at(facts, "zone", a), _labels_at(facts, "zone", b)) == ("z1", None)
-    assert facts.ready[b]
     assert not facts.unschedulable[b]
 
     codes, _ = facts.label_column("zone")
@@ -110,17 +109,14 @@ def test_taints_grow_columns_and_a_taint_no_node_carries_gives_its_column_back()
     assert matrix.sum() == 3
 
 
-def test_cordon_uncordon_and_readiness_flips() -> None:
+def test_cordon_and_uncordon() -> None:
     index = ClusterIndex()
     facts = index.facts
     a = _with_slot(index, "a")
     facts.set_node(NodeFacts("a", unschedulable=True))
     assert facts.unschedulable[a]
-    facts.set_node(NodeFacts("a", ready=False))
-    assert not facts.unschedulable[a]
-    assert not facts.ready[a]
     facts.set_node(NodeFacts("a"))
-    assert facts.ready[a]
+    assert not facts.unschedulable[a]
 
 
 def test_unchanged_facts_bump_no_version() -> None:
@@ -152,14 +148,12 @@ def test_node_removal_frees_the_slot_and_a_reused_slot_starts_clean() -> None:
     assert facts.node_names()[a] is None
     assert facts.label_column("zone")[1] == (), "no slot carries the key now"
     assert not facts.unschedulable[a]
-    assert not facts.ready[a]
     assert facts.taint_columns()[0] == ()
     assert _placed(facts) == {}
     c = _with_slot(index, "c")
     assert c == a, "the freed slot is reused"
     assert _labels_at(facts, "zone", c) is None
     assert _taints_at(facts, c) == set()
-    assert facts.ready[c]
     assert not facts.unschedulable[c]
     # "a" comes back (its Node object never went): its facts and pods come back with it.
     a = _with_slot(index, "a")
@@ -167,7 +161,6 @@ def test_node_removal_frees_the_slot_and_a_reused_slot_starts_clean() -> None:
     assert _placed(facts) == {("ns", "on-a"): a}
     facts.remove_node("a")  # the Node object deleted: the slot holds the defaults until the index frees it
     assert _labels_at(facts, "zone", a) is None
-    assert facts.ready[a]
 
 
 def test_growth_keeps_every_column_in_step() -> None:
@@ -324,7 +317,6 @@ node_facts = st.builds(
     ),
     taints=st.sets(st.sampled_from(TAINTS)).map(tuple),
     unschedulable=st.booleans(),
-    ready=st.booleans(),
 )
 steps = st.lists(
     st.one_of(
@@ -374,7 +366,6 @@ def test_the_view_equals_a_plain_model_after_any_history(history: list[tuple[str
         assert {key: _labels_at(facts, key, slot) for key in KEYS} == {key: labels.get(key) for key in KEYS}
         assert _taints_at(facts, slot) == (set(expected.taints) if expected is not None else set())
         assert bool(facts.unschedulable[slot]) == (expected is not None and expected.unschedulable)
-        assert bool(facts.ready[slot]) == (expected is not None and expected.ready)
     slots = {name: index.slot_of(name) for name in NAMES}
     assert _placed(facts) == {("ns", str(pod)): slots[node] for pod, node in pods.items() if slots[node] is not None}
     assert len(set(facts.taint_columns()[0])) == len(facts.taint_columns()[0])

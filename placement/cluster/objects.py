@@ -39,9 +39,9 @@ class ObjectError(ValueError):
 
 
 def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
-    """Labels, ``spec.taints``, ``spec.unschedulable`` and readiness. A node is ready unless its ``Ready``
-    condition says otherwise: a Node no kubelet has reported on yet carries no conditions at all, and
-    upstream judges readiness by the taints the node lifecycle controller sets, not by the condition."""
+    """Labels, ``spec.taints`` and ``spec.unschedulable``. Readiness is not read from the ``Ready`` condition:
+    kube-scheduler judges it by the ``node.kubernetes.io/not-ready`` and ``unreachable`` taints the node
+    lifecycle controller sets, which a pod may tolerate."""
     metadata, spec = _part(obj, "metadata"), _part(obj, "spec")
     name = str(metadata.get("name") or "")
     where = f"node {name}"
@@ -53,14 +53,11 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
         except ValueError:
             raise ObjectError(f"{where}: spec.taints[{position}].effect {taint.get('effect')!r} is unknown") from None
         taints.append(Taint(key=_intern(taint.get("key")), effect=effect, value=_intern(taint.get("value") or "")))
-    conditions = _list(_part(obj, "status").get("conditions"), f"{where}: status.conditions")
-    ready = next((condition.get("status") == "True" for condition in conditions if _is_ready(condition)), True)
     return NodeFacts(
         name=name,
         labels=labels_of(obj),
         taints=tuple(taints),
         unschedulable=spec.get("unschedulable") is True,
-        ready=ready,
     )
 
 
@@ -184,10 +181,6 @@ def _requirements(value: Any, where: str) -> tuple[Requirement, ...]:
             Requirement(key=str(requirement.get("key") or ""), operator=operator, values=tuple(map(str, values)))
         )
     return tuple(result)
-
-
-def _is_ready(condition: Any) -> bool:
-    return isinstance(condition, Mapping) and condition.get("type") == "Ready"
 
 
 def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:

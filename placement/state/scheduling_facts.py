@@ -3,12 +3,12 @@
 ``SchedulingFacts`` is the ``ClusterView`` (``placement.core.constraints.view``) over the live index; the
 ``ClusterIndex`` keeps one (``index.facts``) and tells it when a slot is taken, freed or the slots grow.
 
-* **Nodes.** ``NodeFacts`` (labels, taints, cordon, readiness: the Node watch) are kept by node name,
+* **Nodes.** ``NodeFacts`` (labels, taints, cordon: the Node watch) are kept by node name,
   whether or not the node has a slot: a Node object often arrives before its topology report, and a node
   without an agent never gets one. When the index gives the node a slot (``attach``), its facts are
   written into that slot's columns; when the index frees the slot (``detach``), they are cleared there and
   kept by name. A slot whose Node object has not been seen (or is gone) holds the model's defaults (no
-  labels, no taints, schedulable, ready): what every node was before the constraints existed.
+  labels, no taints, schedulable): what every node was before the constraints existed.
 * **Label columns** are made the first time a key is read (``label_column``) and then kept in step slot
   by slot: one column per key the plugins ask about, not per key the nodes carry (a key on one node
   would cost a column for every slot). A key no slot carries answers a shared read-only column of -1
@@ -30,8 +30,8 @@ by every node or pod that carries it; the pods of one template carry one set). M
 (10 labels, 3 taints each) and 100,000 placed pods (4 labels, 2,000 templates): about 10 MB for the nodes,
 40 MB for the pods, 3 MB of arrays.
 
-Versions: ``labels_version`` bumps when a slot's facts change (its node's labels, taints, cordon or
-readiness, or the slot taken or freed); ``pods_version`` when the placed pods answered change (a pod
+Versions: ``labels_version`` bumps when a slot's facts change (its node's labels, taints or cordon,
+or the slot taken or freed); ``pods_version`` when the placed pods answered change (a pod
 added, changed or removed, or brought in or out with its node's slot) and when a namespace's labels
 change (pod affinity terms select namespaces by label). A write that changes nothing bumps nothing:
 a Node status heartbeat costs one comparison.
@@ -128,7 +128,6 @@ class SchedulingFacts:
         self._names: list[str | None] = []
         self._slot_facts: list[NodeFacts | None] = []
         self._unschedulable: BoolArray = np.zeros(0, dtype=np.bool_)
-        self._ready: BoolArray = np.zeros(0, dtype=np.bool_)
         self._absent: IntArray = _read_only(np.full(0, ABSENT, dtype=np.int64))
         self._key_slots: dict[str, int] = {}  # label key -> slots whose node carries it
         self._columns: dict[str, _LabelColumn] = {}
@@ -192,10 +191,6 @@ class SchedulingFacts:
     @property
     def unschedulable(self) -> BoolArray:
         return self._unschedulable
-
-    @property
-    def ready(self) -> BoolArray:
-        return self._ready
 
     @property
     def pods_version(self) -> int:
@@ -382,7 +377,6 @@ class SchedulingFacts:
             self._names.extend([None] * (capacity - old))
             self._slot_facts.extend([None] * (capacity - old))
             self._unschedulable = _grown(self._unschedulable, capacity, False)
-            self._ready = _grown(self._ready, capacity, False)
             self._absent = _read_only(np.full(capacity, ABSENT, dtype=np.int64))
             for column in self._columns.values():
                 column.grow(capacity)
@@ -426,7 +420,7 @@ class SchedulingFacts:
 
     def nbytes(self) -> int:
         """Bytes held in the per-slot arrays (label columns, taint matrix, flags, placed pods' slots)."""
-        arrays = (self._unschedulable, self._ready, self._absent, self._taint_matrix, self._placed_slots)
+        arrays = (self._unschedulable, self._absent, self._taint_matrix, self._placed_slots)
         return sum(a.nbytes for a in arrays) + sum(c.codes.nbytes for c in self._columns.values())
 
     def _node_pairs(self) -> Iterator[tuple[str, str]]:
@@ -449,7 +443,6 @@ class SchedulingFacts:
         if taints != facts.taints:
             self._write_taints(slot, set(taints), set(facts.taints))
         self._unschedulable[slot] = facts.unschedulable
-        self._ready[slot] = facts.ready
         self._labels_version += 1
 
     def _clear(self, slot: int) -> None:
@@ -460,7 +453,6 @@ class SchedulingFacts:
         self._write_taints(slot, set(held.taints), set())
         self._slot_facts[slot] = None
         self._unschedulable[slot] = False
-        self._ready[slot] = False
 
     def _write_labels(self, slot: int, before: dict[str, str], after: dict[str, str]) -> None:
         for key in before.keys() - after.keys():

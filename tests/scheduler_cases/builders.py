@@ -47,9 +47,8 @@ def node(
     *,
     taints: tuple[Taint, ...] = (),
     unschedulable: bool = False,
-    ready: bool = True,
 ) -> NodeFacts:
-    return NodeFacts(name, labels(label_map), taints, unschedulable, ready)
+    return NodeFacts(name, labels(label_map), taints, unschedulable)
 
 
 def placed(

@@ -12,6 +12,9 @@ Not ported: the scoring cases that need the plugin arguments this port fixes (``
 0: "with zero weight"; ``ignorePreferredTermsOfExistingPods``: "Ignore preferred terms of existing pods"),
 and "invalid Affinity/AntiAffinity fails PreScore" (such a pod is refused by PreFilter first: see
 "PodAffinity fails PreFilter with an invalid affinity label syntax").
+
+kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
+tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

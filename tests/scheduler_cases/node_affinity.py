@@ -5,13 +5,16 @@ Not ported: the cases configuring the plugin's ``addedAffinity`` (a scheduler pr
 no counterpart for): "Matches added affinity and Pod's node affinity", "Matches added affinity but not Pod's
 node affinity", "Doesn't match added affinity", and the Priority cases "added affinity" and "added affinity
 and pod has default affinity". Nodes without a name in the Go test have the empty name here too.
+
+kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
+tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations
 
 from placement.core.constraints.model import NodeAffinity, NodeSelectorTerm, PodConstraints
 from placement.core.constraints.terms import IncomingPod
-from placement.core.constraints.verdicts import NAME_CONFLICT, NODE_AFFINITY_MISMATCH
+from placement.core.constraints.verdicts import NAME_CONFLICT, NODE_AFFINITY_MISMATCH, outside_pre_filter_result
 from tests.scheduler_cases.builders import (
     EXISTS,
     GT,
@@ -30,6 +33,7 @@ from tests.scheduler_cases.cases import FilterCase, ScoreCase
 SOURCE = "nodeaffinity/node_affinity_test.go TestNodeAffinity"
 PRIORITY = "nodeaffinity/node_affinity_test.go TestNodeAffinityPriority"
 MISMATCH = NODE_AFFINITY_MISMATCH
+OUTSIDE = outside_pre_filter_result(("NodeAffinity",))
 
 
 def _case(
@@ -38,7 +42,11 @@ def _case(
     label_map: dict[str, str] | None,
     fits: bool,
     node_name: str = "",
+    *,
+    left_out: bool = False,
 ) -> FilterCase:
+    """``left_out``: the case's wantPreFilterResult leaves the node out, so the whole filter
+    refuses it unfiltered (``findNodesThatFitPod``)."""
     return FilterCase(
         SOURCE,
         name,
@@ -46,6 +54,7 @@ def _case(
         IncomingPod("", (), constraints),
         (node(node_name, label_map),),
         {node_name: None if fits else MISMATCH},
+        combined={node_name: OUTSIDE} if left_out else {},
     )
 
 
@@ -159,6 +168,7 @@ FILTER: list[FilterCase] = [
         None,
         False,
         "node2",
+        left_out=True,
     ),
     _case(
         "Pod with two terms: matchFields does not match, but matchExpressions matches",
@@ -173,6 +183,7 @@ FILTER: list[FilterCase] = [
         {"foo": "bar"},
         False,
         "node2",
+        left_out=True,
     ),
     _case(
         "Pod with one term: both matchFields and matchExpressions match",

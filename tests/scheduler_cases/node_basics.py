@@ -7,9 +7,13 @@
 
 Not ported: the taint cases with the alpha comparison operators (``Gt``/``Lt`` tolerations, feature
 TaintTolerationComparisonOperators): the model's tolerations have Equal and Exists only. The expected
-taint message is the v1.25-v1.33 wording that names the taint (``node(s) had untolerated taint {k: v}``);
-the newest release says ``node(s) had untolerated taint(s)``. NodePorts' init-container cases are given as
-what parsing makes of them: a non-sidecar init container's ports are no host ports, a sidecar's are.
+taint message is v1.37's (``node(s) had untolerated taint(s)``). TestNodeName calls the Filter alone; through
+the whole filter a node other than ``spec.nodeName`` is left out by NodeName's PreFilterResult. NodePorts'
+init-container cases are given as what parsing makes of them: a non-sidecar init container's ports are no
+host ports, a sidecar's are.
+
+kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
+tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from placement.core.constraints.verdicts import (
     NO_FREE_PORTS,
     NODE_NAME_MISMATCH,
     NODE_UNSCHEDULABLE,
-    untolerated_taint,
+    UNTOLERATED_TAINT,
+    outside_pre_filter_result,
 )
 from tests.scheduler_cases.builders import NO_SCHEDULE, PREFER_NO_SCHEDULE, node, placed, port, toleration
 from tests.scheduler_cases.cases import FilterCase, ScoreCase
@@ -38,13 +43,14 @@ def _tolerating(*tolerations: Toleration) -> IncomingPod:
 
 
 def _taint_case(name: str, pod: IncomingPod, taints: tuple[Taint, ...], refused_by: Taint | None) -> FilterCase:
+    """``refused_by``: the taint upstream's Filter finds untolerated (it names it in its log only)."""
     return FilterCase(
         TAINT_FILTER,
         name,
         "taint_toleration",
         pod,
         (node("nodeA", taints=taints),),
-        {"nodeA": None if refused_by is None else untolerated_taint(refused_by)},
+        {"nodeA": None if refused_by is None else UNTOLERATED_TAINT},
     )
 
 
@@ -204,6 +210,7 @@ NODE_NAME_CASES: list[FilterCase] = [
         IncomingPod("", (), PodConstraints(node_name="bar")),
         (node("foo"),),
         {"foo": NODE_NAME_MISMATCH},
+        combined={"foo": outside_pre_filter_result(("NodeName",))},
     ),
 ]
 

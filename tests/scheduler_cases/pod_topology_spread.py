@@ -13,6 +13,9 @@ Not ported: "terminating Pods should be excluded" (filter and score: the model h
 the cluster state leaves terminating pods out), "system defaulting, nodes don't have zone, pods match
 service" (default constraints from Services are not modelled) and "matchLabelKeys ignored when feature gate
 disabled" (matchLabelKeys is always honoured).
+
+kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
+tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from placement.core.constraints.verdicts import (
     NODE_AFFINITY_MISMATCH,
     SPREAD_MISMATCH,
     SPREAD_MISSING_LABEL,
-    untolerated_taint,
+    UNTOLERATED_TAINT,
 )
 from placement.core.vocabulary import Rejected
 from tests.scheduler_cases.builders import (
@@ -61,7 +64,7 @@ SCORE_SOURCE = "podtopologyspread/scoring_test.go TestPodTopologySpreadScore"
 OK: Rejected | None = None
 MM, MISSING = SPREAD_MISMATCH, SPREAD_MISSING_LABEL
 AFFINITY = NODE_AFFINITY_MISMATCH
-TAINTED = untolerated_taint(UNSCHEDULABLE_TAINT)
+TAINTED = UNTOLERATED_TAINT
 
 _ZONES = {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"}
 

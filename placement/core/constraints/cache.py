@@ -336,15 +336,15 @@ class ConstraintCache:
         return verdict
 
     def node_rules(self) -> tuple[bool, bool]:
-        """Whether any node refuses a pod that states no constraint (not ready, cordoned, or tainted
-        NoSchedule or NoExecute), and whether any node scores such pods unevenly (a PreferNoSchedule
+        """Whether any node refuses a pod that states no constraint (cordoned, or tainted NoSchedule or
+        NoExecute), and whether any node scores such pods unevenly (a PreferNoSchedule
         taint): what lets ``PodInCluster`` answer such a pod without running the plugins."""
         if self._node_rules is None:
             view, occupied = self.view, self.occupied()
             taints, matrix = view.taint_columns()
             hard = np.array([t.effect is not TaintEffect.PREFER_NO_SCHEDULE for t in taints], dtype=np.bool_)
             tainted = matrix[occupied]
-            refuses = bool((~view.ready[occupied]).any() or view.unschedulable[occupied].any())
+            refuses = bool(view.unschedulable[occupied].any())
             refuses = refuses or bool(tainted[:, hard].any())
             self._node_rules = (refuses, bool(tainted[:, ~hard].any()))
         return self._node_rules

@@ -22,15 +22,14 @@ from placement.core.constraints.model import (
     GpuRequirements,
     Labels,
     NodeSelectorTerm,
-    Operator,
     PodConstraints,
     WhenUnsatisfiable,
 )
 from placement.core.constraints.selectors import (
-    NODE_NAME_FIELD,
     UNSCHEDULABLE_TAINT,
     WILDCARD_IP,
     SelectorError,
+    pre_filter_names,
     sanitized_port,
     tolerated,
 )
@@ -51,11 +50,11 @@ from placement.core.constraints.verdicts import (
     NO_FREE_PORTS,
     NODE_AFFINITY_MISMATCH,
     NODE_NAME_MISMATCH,
-    NODE_NOT_READY,
     NODE_UNSCHEDULABLE,
     SPREAD_MISMATCH,
     SPREAD_MISSING_LABEL,
     UNBOUND_IMMEDIATE_CLAIMS,
+    UNTOLERATED_TAINT,
     VOLUME_BIND_CONFLICT,
     VOLUME_NODE_CONFLICT,
     WAITS_FOR_FIRST_CONSUMER,
@@ -63,10 +62,11 @@ from placement.core.constraints.verdicts import (
     FilterStage,
     Reasons,
     claim_not_found,
+    no_node_satisfies,
+    outside_pre_filter_result,
     scheduling_gate_refusal,
     unparsable_pod,
     unparsable_spread,
-    untolerated_taint,
 )
 from placement.core.constraints.view import ClusterView
 from placement.core.vocabulary import BoolArray, IntArray, Rejected
@@ -94,6 +94,8 @@ def constraint_filter(
     if refused is not None:
         reasons.reject_all(refused[1], refused[0])
         return reasons.verdict(rows)
+    if constraints.node_name or constraints.node_affinity is not None:
+        _outside_pre_filter_result(memo, rows, constraints, reasons)
     _node_checks(memo, rows, constraints, reasons)
     if constraints.host_ports:
         reasons.reject(_port_conflicts(memo, rows, constraints), NO_FREE_PORTS, FilterStage.NODE_PORTS)
@@ -132,26 +134,26 @@ def _pod_refusal(memo: ConstraintCache, pod: IncomingPod) -> tuple[FilterStage, 
 
 
 def _name_conflict(constraints: PodConstraints) -> Rejected | None:
-    """NodeAffinity's PreFilter: every required term names nodes and their names leave none."""
-    affinity = constraints.node_affinity
-    if affinity is None or not affinity.required:
-        return None
-    names: set[str] = set()
-    for term in affinity.required:
-        named = _named_nodes(term)
-        if named is None:
-            return None
-        names |= named
-    return None if names else NAME_CONFLICT
+    """NodeAffinity's PreFilter (its terms name no node), then no node common to NodeName's and
+    NodeAffinity's names (``reference._node_names_pre_filter``)."""
+    names = pre_filter_names(constraints)
+    if names.conflict:
+        return NAME_CONFLICT
+    if names.names is not None and not names.names:
+        return no_node_satisfies(names.plugins)
+    return None
 
 
-def _named_nodes(term: NodeSelectorTerm) -> set[str] | None:
-    found: set[str] | None = None
-    for requirement in term.match_fields:
-        if requirement.key == NODE_NAME_FIELD and requirement.operator is Operator.IN:
-            values = set(requirement.values)
-            found = values if found is None else found & values
-    return found
+def _outside_pre_filter_result(
+    memo: ConstraintCache, rows: IntArray, constraints: PodConstraints, reasons: Reasons
+) -> None:
+    """Rows whose node the PreFilterResult leaves out are refused unfiltered (``findNodesThatFitPod``)."""
+    names = pre_filter_names(constraints)
+    if names.names is None:
+        return
+    slots = [slot for name in names.names if (slot := memo.slot_of(name)) is not None]
+    inside = np.isin(rows, np.array(slots, dtype=np.int64))
+    reasons.reject(~inside, outside_pre_filter_result(names.plugins), FilterStage.PRE_FILTER_RESULT)
 
 
 def _claims_refusal(view: ClusterView, namespace: str, constraints: PodConstraints) -> Rejected | None:
@@ -169,14 +171,11 @@ def _claims_refusal(view: ClusterView, namespace: str, constraints: PodConstrain
     return None
 
 
-# --- NodeReady, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity --------------------------------
+# --- NodeUnschedulable, NodeName, TaintToleration, NodeAffinity --------------------------------
 
 
 def _node_checks(memo: ConstraintCache, rows: IntArray, constraints: PodConstraints, reasons: Reasons) -> None:
     view = memo.view
-    not_ready = ~view.ready[rows]
-    if not_ready.any():
-        reasons.reject(not_ready, NODE_NOT_READY, FilterStage.NODE_READY)
     cordoned = view.unschedulable[rows]
     if cordoned.any() and not tolerated(constraints.tolerations, UNSCHEDULABLE_TAINT):
         reasons.reject(cordoned, NODE_UNSCHEDULABLE, FilterStage.NODE_UNSCHEDULABLE)
@@ -186,10 +185,7 @@ def _node_checks(memo: ConstraintCache, rows: IntArray, constraints: PodConstrai
     taints, _ = view.taint_columns()
     if taints:
         untolerated = memo.untolerated(constraints.tolerations)
-        first = untolerated.first[rows]
-        for position in np.unique(first[first >= 0]).tolist():
-            taint = untolerated.taints[position]
-            reasons.reject(first == position, untolerated_taint(taint), FilterStage.TAINT_TOLERATION)
+        reasons.reject(untolerated.first[rows] >= 0, UNTOLERATED_TAINT, FilterStage.TAINT_TOLERATION)
     affinity = constraints.node_affinity
     required = None if affinity is None else affinity.required
     if constraints.node_selector or required is not None:

@@ -208,7 +208,6 @@ class NodeFacts:
     labels: Labels = ()
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False  # spec.unschedulable: cordoned
-    ready: bool = True  # the Ready condition is True
 
 
 @dataclass(frozen=True)

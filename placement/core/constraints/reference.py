@@ -5,15 +5,14 @@ function it ports (under ``pkg/scheduler/framework/plugins/``). ``placement.core
 and ``.scoring`` compute the same verdicts for many slots at once; the ported upstream tables and a
 property test hold the three equal. Speed is not a goal here.
 
+Readiness is judged as upstream judges it: by the ``node.kubernetes.io/not-ready`` and ``unreachable``
+taints the node lifecycle controller adds (TaintToleration), which a pod may tolerate; the Ready
+condition itself refuses nothing. Nodes outside the ``PreFilterResult`` of NodeName and NodeAffinity are
+refused unfiltered, as ``findNodesThatFitPod`` refuses them. kube-scheduler v1.37.2's own plugins judge
+this port and the vectorised plugins (tests/test_oracle_scheduler.py).
+
 Differences from upstream, all deliberate and shared with the vectorised plugins:
 
-* Readiness: a node whose Ready condition is not True refuses every pod (stage ``NODE_READY``, before
-  NodeUnschedulable). kube-scheduler has no such check; it relies on the ``node.kubernetes.io/not-ready``
-  taint the node lifecycle controller adds, which a pod may tolerate.
-* The untolerated taint a rejection names is the least in ``selectors.taint_order``, not the first in the
-  node's own list (the index keeps a node's taints as a set).
-* Nodes outside NodeAffinity's ``PreFilterResult`` (a term naming nodes by ``metadata.name``) are judged by
-  every Filter plugin here; upstream skips them and reports "didn't satisfy plugin(s) [NodeAffinity]".
 * GPU requirements (ours, ``gpus``): a pod's ``gpu.scheduling.kubenexus.io`` annotations are judged on
   the node's GPU Feature Discovery labels in the NodeAffinity stage, after its own node affinity, with
   reasons of their own; topology spread honours them as it honours node affinity.
@@ -34,7 +33,6 @@ from placement.core.constraints.model import (
     ClaimFacts,
     Labels,
     NodeFacts,
-    Operator,
     PlacedPod,
     TaintEffect,
     Toleration,
@@ -42,13 +40,13 @@ from placement.core.constraints.model import (
 )
 from placement.core.constraints.selectors import (
     HOSTNAME_LABEL,
-    NODE_NAME_FIELD,
     UNSCHEDULABLE_TAINT,
     SelectorError,
     blocks_scheduling,
     first_untolerated,
     is_empty_term,
     ports_conflict,
+    pre_filter_names,
     required_node_affinity_matches,
     sanitized_port,
     term_error,
@@ -79,20 +77,21 @@ from placement.core.constraints.verdicts import (
     NO_FREE_PORTS,
     NODE_AFFINITY_MISMATCH,
     NODE_NAME_MISMATCH,
-    NODE_NOT_READY,
     NODE_UNSCHEDULABLE,
     SPREAD_MISMATCH,
     SPREAD_MISSING_LABEL,
     UNBOUND_IMMEDIATE_CLAIMS,
+    UNTOLERATED_TAINT,
     VOLUME_BIND_CONFLICT,
     VOLUME_NODE_CONFLICT,
     WAITS_FOR_FIRST_CONSUMER,
     FilterStage,
     claim_not_found,
+    no_node_satisfies,
+    outside_pre_filter_result,
     scheduling_gate_refusal,
     unparsable_pod,
     unparsable_spread,
-    untolerated_taint,
 )
 from placement.core.vocabulary import Rejected
 
@@ -130,34 +129,28 @@ class ClusterFacts:
 
 def pod_refusal(cluster: ClusterFacts, pod: IncomingPod) -> tuple[FilterStage, Rejected] | None:
     """What refuses the pod before any node is judged: SchedulingGates' PreEnqueue, then the PreFilter
-    plugins in profile order (NodeAffinity, VolumeBinding, PodTopologySpread, InterPodAffinity)."""
+    plugins in profile order (NodeName and NodeAffinity, VolumeBinding, PodTopologySpread,
+    InterPodAffinity)."""
     gated = scheduling_gate_refusal(pod.constraints)
     if gated is not None:
         return FilterStage.SCHEDULING_GATES, gated
-    for check in (_node_name_conflict, _volume_pre_filter, _spread_pre_filter, _inter_pod_pre_filter):
+    for check in (_node_names_pre_filter, _volume_pre_filter, _spread_pre_filter, _inter_pod_pre_filter):
         refused = check(cluster, pod)
         if refused is not None:
             return FilterStage.PRE_FILTER, refused
     return None
 
 
-def _node_name_conflict(cluster: ClusterFacts, pod: IncomingPod) -> Rejected | None:
-    """nodeaffinity/node_affinity.go ``PreFilter``: when every required term names nodes (matchFields
-    metadata.name In) and no name survives the intersection within each term, no node can match."""
-    affinity = pod.constraints.node_affinity
-    if affinity is None or not affinity.required:
-        return None
-    names: set[str] = set()
-    for term in affinity.required:
-        term_names: set[str] | None = None
-        for requirement in term.match_fields:
-            if requirement.key == NODE_NAME_FIELD and requirement.operator is Operator.IN:
-                values = set(requirement.values)
-                term_names = values if term_names is None else term_names & values
-        if term_names is None:
-            return None
-        names |= term_names
-    return NAME_CONFLICT if not names else None
+def _node_names_pre_filter(cluster: ClusterFacts, pod: IncomingPod) -> Rejected | None:
+    """nodeaffinity/node_affinity.go ``PreFilter`` refuses terms whose names leave no node (every term names
+    nodes by ``metadata.name In`` and none survives); ``RunPreFilterPlugins`` refuses the pod when the
+    names of NodeName and NodeAffinity have no node in common."""
+    names = pre_filter_names(pod.constraints)
+    if names.conflict:
+        return NAME_CONFLICT
+    if names.names is not None and not names.names:
+        return no_node_satisfies(names.plugins)
+    return None
 
 
 def _volume_pre_filter(cluster: ClusterFacts, pod: IncomingPod) -> Rejected | None:
@@ -200,11 +193,6 @@ def _incoming(pod: IncomingPod) -> PodTerms:
 # --- the Filter plugins ----------------------------------------------------------------------------------
 
 
-def node_ready(node: NodeFacts) -> Rejected | None:
-    """Ours (see the module docstring)."""
-    return None if node.ready else NODE_NOT_READY
-
-
 def node_unschedulable(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
     """nodeunschedulable/node_unschedulable.go ``Filter``: a pod tolerating the unschedulable taint also
     tolerates ``spec.unschedulable``."""
@@ -222,7 +210,7 @@ def node_name(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
 def taint_toleration(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
     """tainttoleration/taint_toleration.go ``Filter``: every NoSchedule and NoExecute taint tolerated."""
     taint = first_untolerated(node.taints, pod.constraints.tolerations)
-    return None if taint is None else untolerated_taint(taint)
+    return None if taint is None else UNTOLERATED_TAINT
 
 
 def node_affinity(pod: IncomingPod, node: NodeFacts) -> Rejected | None:
@@ -393,6 +381,9 @@ def filter_node(cluster: ClusterFacts, pod: IncomingPod, name: str) -> tuple[Fil
     refused = pod_refusal(cluster, pod)
     if refused is not None:
         return refused
+    names = pre_filter_names(pod.constraints)
+    if names.names is not None and name not in names.names:
+        return FilterStage.PRE_FILTER_RESULT, outside_pre_filter_result(names.plugins)
     node = cluster.node(name)
     for stage, rejected in _node_verdicts(cluster, pod, node):
         if rejected is not None:
@@ -404,7 +395,6 @@ def _node_verdicts(
     cluster: ClusterFacts, pod: IncomingPod, node: NodeFacts
 ) -> Iterator[tuple[FilterStage, Rejected | None]]:
     """Each Filter plugin's verdict in profile order, judged only when asked for."""
-    yield FilterStage.NODE_READY, node_ready(node)
     yield FilterStage.NODE_UNSCHEDULABLE, node_unschedulable(pod, node)
     yield FilterStage.NODE_NAME, node_name(pod, node)
     yield FilterStage.TAINT_TOLERATION, taint_toleration(pod, node)

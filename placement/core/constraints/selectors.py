@@ -243,6 +243,51 @@ def required_node_affinity_matches(constraints: PodConstraints, labels: Mapping[
     return terms_match(affinity.required, labels, node_name)
 
 
+@dataclass(frozen=True)
+class PreFilterNames:
+    """The ``PreFilterResult`` of the PreFilter plugins that name nodes, merged (``PreFilterResult.Merge``):
+    NodeName (``spec.nodeName``) and NodeAffinity (required terms that all name nodes by ``metadata.name``).
+    ``names`` None: every node is filtered; otherwise only those, and the others are refused unfiltered."""
+
+    plugins: tuple[str, ...] = ()  # the plugins that named nodes, in profile order
+    names: frozenset[str] | None = None
+    conflict: bool = False  # NodeAffinity's own terms name no node (its PreFilter refuses the pod)
+
+
+def pre_filter_names(constraints: PodConstraints) -> PreFilterNames:
+    """nodename/node_name.go and nodeaffinity/node_affinity.go ``PreFilter``, merged as ``RunPreFilterPlugins``
+    merges them (the intersection of the names each plugin gives)."""
+    plugins: list[str] = []
+    names: frozenset[str] | None = None
+    if constraints.node_name:
+        plugins.append("NodeName")
+        names = frozenset((constraints.node_name,))
+    affinity = constraints.node_affinity
+    named = _affinity_names(affinity.required) if affinity is not None and affinity.required else None
+    if named is not None and not named:
+        return PreFilterNames(tuple(plugins), names, conflict=True)
+    if named is not None:
+        plugins.append("NodeAffinity")
+        names = named if names is None else names & named
+    return PreFilterNames(tuple(plugins), names)
+
+
+def _affinity_names(terms: Iterable[NodeSelectorTerm]) -> frozenset[str] | None:
+    """The union over the terms of the names each term's ``metadata.name In`` requirements intersect to;
+    None when some term names no node that way (it may match any node)."""
+    union: set[str] = set()
+    for term in terms:
+        found: set[str] | None = None
+        for requirement in term.match_fields:
+            if requirement.key == NODE_NAME_FIELD and requirement.operator is Operator.IN:
+                values = set(requirement.values)
+                found = values if found is None else found & values
+        if found is None:
+            return None
+        union |= found
+    return frozenset(union)
+
+
 # --- tolerations (k8s.io/api/core/v1/toleration.go) ----------------------------------------------------------
 
 
@@ -269,14 +314,13 @@ def blocks_scheduling(taint: Taint) -> bool:
 
 
 def taint_order(taint: Taint) -> tuple[str, str, str]:
-    """The order in which a node's untolerated taints are named. Upstream names the first in the node's
-    own list (``FindMatchingUntoleratedTaint``); the index keeps taints as a set per node, so both
-    implementations name the least by (key, value, effect): the same taint whenever there is one."""
+    """A fixed order of taints, for the memo's first untolerated taint of a slot (the index keeps a node's
+    taints as a set). Which one is first does not show: the refusal names none (``UNTOLERATED_TAINT``)."""
     return taint.key, taint.value, taint.effect.value
 
 
 def first_untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> Taint | None:
-    """The untolerated NoSchedule or NoExecute taint a rejection names, in ``taint_order``; None if none."""
+    """The first untolerated NoSchedule or NoExecute taint in ``taint_order``; None if none."""
     kept = tuple(tolerations)
     untolerated = [t for t in taints if blocks_scheduling(t) and not tolerated(kept, t)]
     return min(untolerated, key=taint_order, default=None)

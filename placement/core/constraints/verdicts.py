@@ -12,12 +12,13 @@ and ``merge_with_resources`` puts the two together in that order.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.constraints.model import PodConstraints, Taint
+from placement.core.constraints.model import PodConstraints
 from placement.core.feasibility import FilterResult
 from placement.core.vocabulary import BoolArray, IntArray, Rejected, RejectionKind
 
@@ -30,7 +31,7 @@ class FilterStage(enum.IntEnum):
 
     SCHEDULING_GATES = 0  # PreEnqueue: SchedulingGates
     PRE_FILTER = 1  # pod-level PreFilter refusals: VolumeBinding claims, InterPodAffinity/PodTopologySpread parse
-    NODE_READY = 2  # ours: kube-scheduler relies on the node.kubernetes.io/not-ready taint instead
+    PRE_FILTER_RESULT = 2  # nodes outside the PreFilter plugins' node names (NodeName, NodeAffinity): not filtered
     NODE_UNSCHEDULABLE = 3
     NODE_NAME = 4
     TAINT_TOLERATION = 5
@@ -45,8 +46,6 @@ class FilterStage(enum.IntEnum):
 
 # nodeunschedulable.ErrReasonUnschedulable
 NODE_UNSCHEDULABLE = Rejected("node(s) were unschedulable", _NODE)
-# The message of the old CheckNodeCondition predicate (ErrNodeNotReady), which judged readiness itself.
-NODE_NOT_READY = Rejected("node(s) were not ready", _NODE)
 # nodeaffinity.errReasonConflict (PreFilter: every term names nodes, and none survives)
 NAME_CONFLICT = Rejected("pod affinity terms conflict", _NODE)
 # nodename.ErrReason
@@ -55,9 +54,8 @@ NODE_NAME_MISMATCH = Rejected("node(s) didn't match the requested node name", _N
 NODE_AFFINITY_MISMATCH = Rejected("node(s) didn't match Pod's node affinity/selector", _NODE)
 # nodeports.ErrReason
 NO_FREE_PORTS = Rejected("node(s) didn't have free ports for the requested pod ports", _POD)
-# volumebinding: ErrReasonNodeConflict (renamed "node(s) didn't match PersistentVolume's node affinity" in
-# v1.33) and ErrReasonBindConflict; unboundImmediatePVC in PreFilter.
-VOLUME_NODE_CONFLICT = Rejected("node(s) had volume node affinity conflict", _NODE)
+# volumebinding: ErrReasonNodeConflict and ErrReasonBindConflict (binder.go); unboundImmediatePVC in PreFilter.
+VOLUME_NODE_CONFLICT = Rejected("node(s) didn't match PersistentVolume's node affinity", _NODE)
 VOLUME_BIND_CONFLICT = Rejected("node(s) didn't find available persistent volumes to bind", _NODE)
 UNBOUND_IMMEDIATE_CLAIMS = Rejected("pod has unbound immediate PersistentVolumeClaims", _NODE)
 # Ours: upstream finds or provisions a volume for such a claim; this scheduler binds no volumes.
@@ -85,10 +83,22 @@ SCORE_WEIGHTS: tuple[tuple[str, int], ...] = (
 MAX_NODE_SCORE = 100  # framework.MaxNodeScore
 
 
-def untolerated_taint(taint: Taint) -> Rejected:
-    """The TaintToleration filter's reason, naming the taint as kube-scheduler v1.25 to v1.33 did (newer
-    releases say "node(s) had untolerated taint(s)")."""
-    return Rejected(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", _NODE)
+# tainttoleration/taint_toleration.go Filter: the taint is named in the scheduler's log only, not in the reason.
+UNTOLERATED_TAINT = Rejected("node(s) had untolerated taint(s)", _NODE)
+
+
+def outside_pre_filter_result(plugins: Sequence[str]) -> Rejected:
+    """What ``findNodesThatFitPod`` (pkg/scheduler/schedule_one.go) gives each node left out of the
+    ``PreFilterResult``: the plugins that named nodes, sorted, as Go prints a string slice."""
+    return Rejected(f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}]", _NODE)
+
+
+def no_node_satisfies(plugins: Sequence[str]) -> Rejected:
+    """``RunPreFilterPlugins`` (framework/runtime/framework.go) when the node names of the PreFilter plugins
+    leave no node: the pod is refused before any Filter."""
+    if len(plugins) == 1:
+        return Rejected(f"node(s) didn't satisfy plugin {plugins[0]}", _NODE)
+    return Rejected(f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}] simultaneously", _NODE)
 
 
 def claim_not_found(name: str) -> Rejected:

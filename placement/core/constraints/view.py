@@ -26,7 +26,7 @@ class ClusterView(Protocol):
 
     @property
     def labels_version(self) -> int:
-        """Bumped whenever any node's labels, taints, unschedulable flag or readiness change."""
+        """Bumped whenever any node's labels, taints or unschedulable flag change."""
         ...
 
     def label_column(self, key: str) -> tuple[IntArray, tuple[str, ...]]:
@@ -41,11 +41,6 @@ class ClusterView(Protocol):
     @property
     def unschedulable(self) -> BoolArray:
         """Per slot: ``spec.unschedulable`` (cordoned)."""
-        ...
-
-    @property
-    def ready(self) -> BoolArray:
-        """Per slot: the Ready condition is True."""
         ...
 
     @property

@@ -47,7 +47,7 @@ func TestPreFilterFilterScore(t *testing.T) {
 		Nodes:  []string{"gpu-a", "gpu-b"},
 		Scores: []float64{91.6, 40.2},
 		Rejected: []*placementv1.Rejections{
-			{Reason: "node(s) had untolerated taint {nvidia.com/gpu: present}", Kind: placementv1.RejectionKind_REJECTION_KIND_NODE_CONSTRAINT, Nodes: []string{"gpu-c"}},
+			{Reason: "node(s) had untolerated taint(s)", Kind: placementv1.RejectionKind_REJECTION_KIND_NODE_CONSTRAINT, Nodes: []string{"gpu-c"}},
 			{Reason: "Insufficient nvidia.com/gpu", Kind: placementv1.RejectionKind_REJECTION_KIND_INSUFFICIENT_RESOURCES, Nodes: []string{"gpu-d"}},
 		},
 	}
