@@ -2,7 +2,8 @@
 
 ``GoPrograms`` describes one module's programs (the oracles under tests/oracles, kubenexus-scheduler under
 scheduler/): a hash of the module's go.mod, go.sum and every .go file, with the Go version, names the cache
-folder, so a warm run checks a stamp file only and an edit rebuilds. They are built with the control plane's
+folder, so a warm run checks a stamp file only and an edit rebuilds (the folders of earlier sources are removed
+after a build). They are built with the control plane's
 settings (``tools.control_plane.run_go``: CGO_ENABLED=0, -trimpath, -mod=readonly), so that Go's build cache
 shares what they all compile.
 """
@@ -90,6 +91,9 @@ class GoPrograms:
         (staging / "STAMP").write_text(f"{KUBERNETES_VERSION}\n")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
+        for stale in self.cache_root().iterdir():  # earlier sources' builds: each is tens of megabytes
+            if stale != target and stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
         return target
 
     def main(self, argv: list[str] | None, doc: str) -> int:
