@@ -108,18 +108,24 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
 REQUIRE_CONTROL_PLANE = os.environ.get("KUBENEXUS_REQUIRE_CONTROL_PLANE") == "1"
 
 
+def _terminal(session: pytest.Session) -> Callable[[str], None]:
+    """Writes a line on pytest's terminal (a build's progress before the first test)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def write(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    return write
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     _build_oracles(session)
     if not any(item.get_closest_marker("cluster") for item in session.items):
         return
     from tools import control_plane as builder  # noqa: PLC0415
 
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
-
+    progress = _terminal(session)
     try:
         if not builder.is_built(builder.bin_dir()):
             builder.build(progress=progress)
@@ -157,12 +163,7 @@ def _build_oracles(session: pytest.Session) -> None:
         return
     from tools.oracles import PROGRAMS, BuildError  # noqa: PLC0415
 
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
-
+    progress = _terminal(session)
     try:
         session.config.stash[_ORACLE_DIR] = PROGRAMS.build(progress=progress)
     except (BuildError, OSError, subprocess.CalledProcessError) as error:
