@@ -62,7 +62,17 @@ def reference_best_fit(
     truncated = False
     try:
         search = Search(claims, classes, inventory, combinations=True)
-        for solution in search.solutions():
+        solutions = search.solutions()
+        while True:
+            try:
+                solution = next(solutions, None)
+            except AllocationError:
+                if best is None:
+                    raise
+                truncated = True  # met past the first solution, where upstream has stopped
+                break
+            if solution is None:
+                break
             if examined == max_candidates:
                 truncated = True
                 break
@@ -490,13 +500,17 @@ def test_a_prepared_node_is_for_its_own_devices_and_replaces_the_topology() -> N
 
 def test_where_the_search_would_give_up_on_its_try_limit_it_does() -> None:
     # 20 selectable GPUs first, 280 others after them: every partial set of 4 tries the 280 as well, so
-    # the search stops on its limit of device tries before it has met all C(20, 4) = 4,845 sets.
+    # the search stops on its limit of device tries before it has met all C(20, 4) = 4,845 sets. Past the
+    # first solution that is the end of the search, not a refusal: the best of the sets met is the answer.
     devices = [_gpu(i) for i in range(20)] + [_gpu(i, "vfio") for i in range(20, 300)]
     inventory = node_inventory(gather_pools([parse_resource_slice(_slice("big-node", devices))]), "big-node", {})
     claim = _count(4)
+    with pytest.raises(AllocationError, match="search stopped after 200000 device tries"):
+        list(Search([claim], _classes(), inventory, combinations=True).solutions())
     expected = reference_best_fit([claim], classes=_classes(), inventory=inventory)
-    assert isinstance(expected, Unallocatable)
-    assert "search stopped after 200000 device tries" in expected.reason
+    assert isinstance(expected, BestFit)
+    assert expected.truncated
+    assert 0 < expected.examined < 4845
     assert best_fit([claim], classes=_classes(), inventory=inventory) == expected
 
 
@@ -514,3 +528,31 @@ def test_a_device_held_elsewhere_that_is_the_same_gpu_blocks_it() -> None:
     chosen = best_fit([_count(3)], classes=_classes(), inventory=inventory, topology=topology)
     assert isinstance(chosen, BestFit)
     assert [d.device.device.name for d in chosen.allocation.claims[0].devices] == ["gpu-1", "gpu-2", "gpu-3"]
+
+
+def test_an_error_past_the_first_solution_ends_the_search_there() -> None:
+    # req0 takes one GPU; req1 takes one more of the same product, or else all of them. With req0 on the
+    # A100 no H100 matches it, so the search falls to "all", whose H100s break the constraint: an error.
+    # Upstream stops at its first solution (gpu-0, gpu-1) and never gets there (tests/test_oracle_dra.py).
+    def gpu(index: int, product: str) -> dict[str, Any]:
+        device = _gpu(index)
+        device["attributes"]["productName"] = {"string": product}
+        return device
+
+    devices = [gpu(0, "NVIDIA H100 80GB HBM3"), gpu(1, "NVIDIA H100 80GB HBM3"), gpu(2, "NVIDIA A100-SXM4-80GB")]
+    inventory = node_inventory(gather_pools([parse_resource_slice(_slice("mixed", devices))]), "mixed", {})
+    alternatives = [
+        {"name": "one", "deviceClassName": NVIDIA, "count": 1},
+        {"name": "all", "deviceClassName": NVIDIA, "allocationMode": "All"},
+    ]
+    claim = _claim(
+        [{"name": "req0", "exactly": {"deviceClassName": NVIDIA}}, {"name": "req1", "firstAvailable": alternatives}],
+        constraints=[{"matchAttribute": f"{NVIDIA}/productName"}],
+    )
+    with pytest.raises(AllocationError, match="claim constraint #0"):
+        list(Search([claim], _classes(), inventory, combinations=True).solutions())
+    chosen = best_fit([claim], classes=_classes(), inventory=inventory)
+    assert isinstance(chosen, BestFit)
+    assert (chosen.examined, chosen.truncated) == (2, True)
+    assert [d.device.device.name for d in chosen.allocation.claims[0].devices] == ["gpu-0", "gpu-1"]
+    assert chosen == reference_best_fit([claim], classes=_classes(), inventory=inventory)

@@ -250,6 +250,28 @@ def test_a_1_37_pod_groups_status_is_patched_through_v1beta1_status() -> None:
     ]
 
 
+def test_a_pass_on_a_copy_from_before_the_last_write_builds_on_that_write() -> None:
+    """The binder's cache may still hold the object as it was before the binder's own write (the watch has
+    not delivered it): later passes build on what was written, so a status is sent once per change, and a
+    condition keeps the transition time it was written with (seen in CI: Running sent twice, the second
+    time with the Scheduled condition's time taken from the copy that had none)."""
+    api = ScriptedApi()
+    moments = iter(datetime(2026, 5, 1, 10, minute, tzinfo=UTC) for minute in range(10))
+    writer = GroupStatusWriter(api, clock=lambda: next(moments))
+    definition = _definition(SOURCE_VOLCANO)
+    pending = {"metadata": {"name": "train", "namespace": "ml", "resourceVersion": "7"}, "spec": {"minMember": 2}}
+    unbound, bound = _pods((False, "Pending"), (False, "Pending")), _pods((True, "Pending"), (True, "Pending"))
+    writer.observe(definition, Seen(VOLCANO, pending), unbound, GroupOutcome.PLACED, "")
+    writer.observe(definition, Seen(VOLCANO, pending), unbound, GroupOutcome.PLACED, "")  # nothing new
+    writer.observe(definition, Seen(VOLCANO, pending), bound, GroupOutcome.PLACED, "")  # still the old copy
+    assert [patch["status"]["phase"] for _, patch in api.patches] == ["Inqueue", "Running"]
+    inqueue, running = (patch["status"] for _, patch in api.patches)
+    assert running["conditions"] == inqueue["conditions"]  # the Scheduled condition, with its first time
+    caught_up = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "9"}, "status": running}
+    writer.observe(definition, Seen(VOLCANO, caught_up), bound, GroupOutcome.PLACED, "")
+    assert len(api.patches) == 2
+
+
 def test_a_group_objects_permit_timeout_replaces_the_configured_one() -> None:
     cluster = Cluster({"a": nvswitch_node(cells=2), "b": nvswitch_node(cells=2)}, config=GangConfig(permit_timeout_s=5))
     members = [member(f"t-{i}", "t", 4) for i in range(4)]

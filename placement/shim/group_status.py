@@ -1,7 +1,10 @@
 """The binder's write-back of a group's progress into its object's status, as each API's own scheduler does.
 
-Merge patches only, and only when the status would change (``GroupStatusWriter.observe`` compares with
-the object as last seen and with what it wrote last): a pass that learns nothing new writes nothing.
+Merge patches only, and only when the status would change: a pass that learns nothing new writes nothing.
+``GroupStatusWriter.observe`` compares with the object as last seen or, while the binder's cache still
+holds the version from before its last write (the same ``resourceVersion``: the watch has not delivered
+the write yet), with what it wrote: a pass on the stale copy neither writes the same status again nor
+rewrites it from older fields (a condition's ``lastTransitionTime``).
 
 * **scheduler-plugins** PodGroup (``scheduling.x-k8s.io``, through ``/status``): ``phase`` as
   scheduler-plugins' PodGroup controller sets it (pkg/controllers/podgroup_controller.go, ``Reconcile``):
@@ -73,7 +76,8 @@ class GroupStatusWriter:
     def __init__(self, api: KubeClient, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._api = api
         self._clock = clock
-        self._written: dict[PodGroupKey, Json] = {}  # the last status sent per group
+        # Per group: the resourceVersion the object had when its status was last sent, and that status.
+        self._written: dict[PodGroupKey, tuple[str, Json]] = {}
 
     def observe(
         self,
@@ -89,9 +93,14 @@ class GroupStatusWriter:
         if current is None or key.source not in (SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP):
             return
         api = current.api
-        before: Json = dict(current.obj.get("status") or {})
-        after = desired_status(definition, current.obj, members, outcome, message, api=api, now=_stamp(self._clock()))
-        if after == before or after == self._written.get(key):
+        obj = current.obj
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        written = self._written.get(key)
+        if written is not None and version and written[0] == version:
+            obj = {**obj, "status": written[1]}  # the cache has not seen the last write yet: build on it
+        before: Json = dict(obj.get("status") or {})
+        after = desired_status(definition, obj, members, outcome, message, api=api, now=_stamp(self._clock()))
+        if after == before or (written is not None and after == written[1]):
             return
         collection = collection_path(api.group, api.version, api.plural)
         path = object_path(collection, key.namespace, key.name, "status" if api.status_subresource else "")
@@ -100,7 +109,7 @@ class GroupStatusWriter:
         except API_ERRORS as error:
             log.warning("could not write a pod group's status", extra={"group": str(key), "error": describe(error)})
             return
-        self._written[key] = after
+        self._written[key] = (version, after)
         log.info("pod group status written", extra={"group": str(key), "phase": after.get("phase", "")})
 
     def forget(self, key: PodGroupKey) -> None:

@@ -53,7 +53,6 @@ from operator import or_
 from typing import TypeVar
 
 from kubenexus.topology.model import NodeTopology
-from placement.core.dra.cel import SelectorError
 from placement.core.dra.claims import AllocationMode, DeviceClass, ResourceClaim, taint_tolerated
 from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import Footprint, conflicts
@@ -391,10 +390,11 @@ class _Scorer:
 def _searched(search: Search, node: PreparedNode, scorer: _Scorer, max_candidates: int) -> _Found:
     """Every solution the search meets, up to the cap, scored; the first of the best.
 
-    A selector error the search meets after its first solution (on a device first fit never tries) ends
-    it there, as the cap does: upstream's allocator stops at that
-    first solution and never meets the error, so the pod is not refused for it (found by
-    tests/test_oracle_dra.py). An error before the first solution is upstream's too, and is raised."""
+    An error the search meets after its first solution ends it there, as the cap does: a selector failing
+    on a device first fit never tries, an "All" alternative whose devices break a constraint on a path
+    first fit never takes, the limit of device tries. Upstream's allocator stops at that first solution
+    and never meets the error, so the pod is not refused for it (found by tests/test_oracle_dra.py). An
+    error before the first solution is upstream's too, and is raised."""
     solutions = search.solutions()
     stopped = False
 
@@ -409,8 +409,8 @@ def _searched(search: Search, node: PreparedNode, scorer: _Scorer, max_candidate
                         gpus |= node.gpu_bit[node.position[chosen.device.ref]]
                 met = True
                 yield gpus, solution
-        except AllocationError as error:
-            if not met or not isinstance(error.__cause__, SelectorError):
+        except AllocationError:
+            if not met:
                 raise
             stopped = True
 
@@ -419,9 +419,7 @@ def _searched(search: Search, node: PreparedNode, scorer: _Scorer, max_candidate
     if examined == max_candidates and not stopped:
         try:
             stopped = next(solutions, None) is not None
-        except AllocationError as error:
-            if not isinstance(error.__cause__, SelectorError):
-                raise
+        except AllocationError:
             stopped = True
     truncated = stopped
     if best is None:
