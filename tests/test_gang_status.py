@@ -259,7 +259,10 @@ def test_a_pass_on_a_copy_from_before_the_last_write_builds_on_that_write() -> N
     moments = iter(datetime(2026, 5, 1, 10, minute, tzinfo=UTC) for minute in range(10))
     writer = GroupStatusWriter(api, clock=lambda: next(moments))
     definition = _definition(SOURCE_VOLCANO)
-    pending = {"metadata": {"name": "train", "namespace": "ml", "resourceVersion": "7"}, "spec": {"minMember": 2}}
+    pending: dict[str, Any] = {
+        "metadata": {"name": "train", "namespace": "ml", "resourceVersion": "7"},
+        "spec": {"minMember": 2},
+    }
     unbound, bound = _pods((False, "Pending"), (False, "Pending")), _pods((True, "Pending"), (True, "Pending"))
     writer.observe(definition, Seen(VOLCANO, pending), unbound, GroupOutcome.PLACED, "")
     writer.observe(definition, Seen(VOLCANO, pending), unbound, GroupOutcome.PLACED, "")  # nothing new
