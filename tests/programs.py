@@ -30,23 +30,33 @@ class Program:
     def __init__(self, name: str, args: list[str], *, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.args = args
+        self.env = env
+        self._lines: list[str] = []
+        self._out: list[str] = []
+        self._start()
+
+    def _start(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "placement.main" if name != "agent" else "agent.main", *args],
+            [sys.executable, "-m", "placement.main" if self.name != "agent" else "agent.main", *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+            env={**os.environ, "PYTHONPATH": str(REPO), **(self.env or {})},
             start_new_session=True,
         )
-        self._lines: list[str] = []
-        self._out: list[str] = []
         self._threads = [
             threading.Thread(target=self._read, args=(self.process.stderr, self._lines), daemon=True),
             threading.Thread(target=self._read, args=(self.process.stdout, self._out), daemon=True),
         ]
         for thread in self._threads:
             thread.start()
+
+    def restart(self) -> None:
+        """A rolling restart: stopped (SIGTERM), then the same command again (the same address and identity);
+        the earlier process's log lines are kept, the new one's follow them."""
+        self.stop()
+        self._start()
 
     @staticmethod
     def _read(stream: Any, into: list[str]) -> None:

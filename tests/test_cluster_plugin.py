@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import itertools
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,7 @@ from tests.cluster_kube_scheduler import (
     lease_holder,
     start_scheduler,
 )
-from tests.cluster_scene import BOUND_S, SCHEDULER, cells_and_gpus, create_scene_namespace
+from tests.cluster_scene import BOUND_S, SCENE_LABEL, SCHEDULER, cells_and_gpus, create_scene_namespace
 from tests.conftest import wait_until
 from tests.control_plane import (
     PLACEMENT_MANIFESTS,
@@ -69,6 +70,7 @@ PLACEMENT_POD = "kubenexus-placement-plugin-tests"
 # A second kubenexus-scheduler whose service never answers: one profile per failure policy.
 FAIL_CLOSED, IGNORE = "kubenexus-fail-closed", "kubenexus-ignore"
 LOW, HIGH = "plugin-tests-low", "plugin-tests-high"
+STOCK = "stock-scheduler-tests"  # kube-scheduler v1.37.2 itself, default plugins, beside kubenexus-scheduler
 
 _scenes = itertools.count()
 
@@ -270,6 +272,52 @@ def test_a_gang_that_cannot_fit_whole_binds_no_member(scene: SchedulerScene) -> 
     assert answer.feasible_nodes, answer.rejected  # nothing held for the group
 
 
+def _waiting_at_permit(plugged: Plugged, namespace: str) -> list[str]:
+    """The pods kubenexus-scheduler logged as waiting at Permit (klog: ``... pod="<namespace>/<name>" ...``)."""
+    marker = f'"Pod group member waits at Permit" pod="{namespace}/'
+    return [line.split(marker, 1)[1].split('"', 1)[0]
+            for line in plugged.scheduler.log.read_text().splitlines() if marker in line]  # fmt: skip
+
+
+def test_a_gang_member_waiting_at_permit_outlives_a_restart_of_the_service(
+    scene: SchedulerScene, plugged: Plugged
+) -> None:
+    """Two members of 4 GPUs, both required, on one 8-GPU node that takes three pods and holds two already
+    (the agent's DaemonSet pod and another). The service plans the group whole (it does not count a node's
+    pods: docs/constraints.md), so the first
+    member passes Reserve and waits at Permit, kube-scheduler's own barrier, while kube-scheduler itself
+    refuses the second ("Too many pods"). The service restarts (SIGTERM, the same address) while the member
+    waits, and knows nothing of the group's plan any more. Once the other pod goes, the second member's
+    PreFilter has the restarted service plan the group again, and its Permit checks the waiting member's
+    placement against that plan: the same, both are allowed; another (the service may pick the members' GPUs
+    the other way round), the group goes round once more under the new plan. Either way both bind, on GPUs
+    the service counts as theirs, none twice."""
+    (node,) = scene.add_nodes({"gpu": nvswitch_node()})
+    scene.admin.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {"capacity": {"pods": "3"},
+                                                                       "allocatable": {"pods": "3"}}})  # fmt: skip
+    scene.create([scene.pod("other", cpus=1, nodeName=node, terminationGracePeriodSeconds=0)])
+    group = {GROUP_NAME_KEY: "held", MIN_AVAILABLE_KEY: "2"}
+    members = ["held-0", "held-1"]
+    scene.create([scene.pod(name, gpus=4, cpus=8, labels=group) for name in members])
+    wait_until(lambda: bool(_waiting_at_permit(plugged, scene.namespace)), timeout_s=BOUND_S,
+               what="a member to wait at Permit")  # fmt: skip
+    (first,) = _waiting_at_permit(plugged, scene.namespace)
+    (second,) = set(members) - {first}
+    wait_until(lambda: any("Too many pods" in m for m in scene.events(second, "FailedScheduling")),
+               timeout_s=BOUND_S, what=f"kube-scheduler to refuse {second}: Too many pods")  # fmt: skip
+    plugged.service.restart()
+    plugged.service.wait_ready()
+    assert scene.bound() == {"other": node}, "a member bound before its group was complete"
+    scene.plane.kubectl("delete", "pod", "other", "-n", scene.namespace, "--grace-period=0", "--force")
+    assert scene.wait_bound(members) == dict.fromkeys(members, node)
+    held = [set(cells_and_gpus(scene.get(name))[1]) for name in members]
+    assert [len(gpus) for gpus in held] == [4, 4]
+    assert not held[0] & held[1]
+    probe = scene.pod("probe", gpus=1, cpus=1)
+    wait_until(lambda: not scene.client.filter(probe, [node]).feasible_nodes, timeout_s=60,
+               what="the restarted service to count all 8 GPUs as held")  # fmt: skip
+
+
 def test_a_claims_devices_are_the_services_choice_written_by_the_plugin(scene: SchedulerScene) -> None:
     """A pod holding 80 of cell 0's 96 CPUs makes the kubelet pin the next Guaranteed pod (32 CPUs) to cell 1:
     the service gives its claim GPUs 4-7, on that cell, where kube-scheduler's DynamicResources would take its
@@ -325,6 +373,88 @@ def test_a_pod_that_fits_only_by_preemption_gets_the_node_the_services_plan_free
     assert not scene.exists("low")
     (event, *_) = scene.events("low", "Preempted")
     assert event.startswith(f"Preempted by pod {scene.get('high')['metadata']['uid']} on node {node}")
+
+
+# -- constraints both check: kube-scheduler's own plugins and the service agree ------------------------------
+
+
+@pytest.fixture(scope="module")
+def stock(plugged: Plugged, control_plane: ControlPlane) -> Iterator[Process]:
+    """The control plane's own kube-scheduler v1.37.2, its default plugins in a profile named ``STOCK``, as
+    kube-scheduler's identity (its own Lease)."""
+    config: Json = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(plugged.kubeconfig)},
+        "leaderElection": {"leaderElect": True, "resourceNamespace": SYSTEM, "resourceName": STOCK},
+        "profiles": [{"schedulerName": STOCK}],
+    }
+    control_plane.apply_objects(lease_access(STOCK))
+    process = start_scheduler(control_plane, config, plugged.folder / f"{STOCK}.yaml")
+    yield process
+    process.stop()
+
+
+def _available(message: str) -> tuple[int, Counter[str]]:
+    """kube-scheduler's "0/N nodes are available: 2 Insufficient cpu, 1 node(s) ...." as N and the counts."""
+    head, _, reasons = message.partition(" nodes are available: ")
+    reasons = reasons.split(". preemption:")[0].rstrip(".")
+    counts: Counter[str] = Counter()
+    for part in reasons.split(", "):
+        count, _, reason = part.partition(" ")
+        counts[reason] += int(count)
+    return int(head.split("/")[1]), counts
+
+
+def _failed_scheduling(scene: SchedulerScene, name: str) -> str:
+    """The pod's latest FailedScheduling message, once there is one."""
+    wait_until(lambda: bool(scene.events(name, "FailedScheduling")), timeout_s=BOUND_S,
+               what=f"kube-scheduler's FailedScheduling event for {name}")  # fmt: skip
+    return scene.events(name, "FailedScheduling")[-1]
+
+
+def test_kube_scheduler_and_the_service_agree_on_the_constraints_both_check(
+    scene: SchedulerScene, stock: Process
+) -> None:
+    """Taints, node selectors and affinity, and resource fit are checked twice in plugin mode: by kube-scheduler's
+    own plugins and by the service (its constraint plugins are ports of those, judged case by case by
+    tests/test_oracle_scheduler.py). Here the live kube-scheduler decides each pod alone (the default profile,
+    no KubeNexus) and the service is asked the same pod: a pod that fits nowhere gets the same reasons for the
+    same number of nodes in kube-scheduler's FailedScheduling event as in the service's Filter answer (nodes
+    outside the scene fail the pod's node selector for both), and a pod that fits binds on the one node the
+    service finds feasible."""
+    plain, tainted, pool = scene.add_nodes({"plain": cpu_node(), "tainted": cpu_node(), "pool": cpu_node()})
+    dedicated = {"key": "example.com/dedicated", "value": "inference", "effect": "NoSchedule"}
+    scene.admin.merge_patch(f"/api/v1/nodes/{tainted}", {"spec": {"taints": [dedicated]}})
+    scene.admin.merge_patch(f"/api/v1/nodes/{pool}", {"metadata": {"labels": {"example.com/pool": "b"}}})
+    tolerate = [{"key": "example.com/dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    in_pool = {"nodeSelector": {SCENE_LABEL: scene.namespace, "example.com/pool": "b"}}
+    hostname = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [tainted]}]}
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [hostname]}}
+    on_tainted = {"affinity": {"nodeAffinity": required}}
+    pods: dict[str, tuple[Json, str | None]] = {  # name -> (its spec fields, the node it binds to, or None)
+        "too-big": ({}, None),
+        "too-big-in-pool": (in_pool, None),
+        "too-big-tolerating": ({"tolerations": tolerate}, None),
+        "in-pool": (in_pool, pool),
+        "on-tainted-tolerating": ({**on_tainted, "tolerations": tolerate}, tainted),
+    }  # fmt: skip
+    wait_until(lambda: not scene.client.filter(scene.pod("probe", cpus=1), [tainted]).feasible_nodes,
+               timeout_s=60, what="the service to see the taint")  # fmt: skip
+    made = {name: scene.pod(name, cpus=500 if name.startswith("too-big") else 2, schedulerName=STOCK, **spec)
+            for name, (spec, _) in pods.items()}  # fmt: skip
+    scene.create(list(made.values()))
+    scene.wait_bound([name for name, (_, node) in pods.items() if node is not None])
+    for name, (_, node) in pods.items():
+        answer = scene.client.filter(made[name], [plain, tainted, pool])
+        if node is not None:
+            assert scene.bound()[name] == node
+            assert list(answer.feasible_nodes) == [node], answer
+            continue
+        total, counts = _available(_failed_scheduling(scene, name))
+        expected = Counter({r.reason: len(r.nodes) for r in answer.rejected})
+        expected["node(s) didn't match Pod's node affinity/selector"] += total - 3  # the other scenes' nodes
+        assert +counts == +expected, f"{name}: kube-scheduler {dict(counts)}, the service {dict(expected)}"
 
 
 # -- the failure policy: a kubenexus-scheduler whose service never answers ------------------------------------

@@ -23,7 +23,8 @@ type fakeService struct {
 	mu         sync.Mutex
 	score      *placementv1.ScoreResponse
 	reserve    *placementv1.ReserveResponse
-	permit     map[string]*placementv1.PermitStatusResponse // by pod name
+	permit     map[string]*placementv1.PermitStatusResponse   // by pod name
+	permitted  map[string][]*placementv1.PermitStatusResponse // by pod name: answered in turn before `permit`
 	preempt    *placementv1.PreemptResponse
 	placeGang  *placementv1.PlaceGangResponse
 	gangCalls  []*placementv1.PlaceGangRequest
@@ -72,6 +73,10 @@ func (f *fakeService) PermitStatus(_ context.Context, request *placementv1.Permi
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
+	}
+	if queued := f.permitted[request.GetPod().GetName()]; len(queued) > 0 {
+		f.permitted[request.GetPod().GetName()] = queued[1:]
+		return queued[0], nil
 	}
 	if answer, ok := f.permit[request.GetPod().GetName()]; ok {
 		return answer, nil

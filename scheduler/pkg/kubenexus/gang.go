@@ -3,6 +3,7 @@ package kubenexus
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 
@@ -34,12 +35,17 @@ func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v
 	if present := len(members) + bound; present < int(minimum) {
 		// Members arrive one by one: the group is planned once its minimum is present (a member's arrival
 		// requeues the others: the plugin registers no narrower events than kube-scheduler's default).
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s waits for its members: %d of %d present", key, present, minimum))
+		// Unresolvable, as coscheduling's PreFilter answers it: evicting pods would not bring the members.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s waits for its members: %d of %d present", key, present, minimum))
 	}
 	// As the binder asks: the pending members, and how many of them the group still needs beside those bound
 	// (a group placed earlier answers with its members' reservations; one scaled up is planned next to them).
+	// The service holds the group's reservation as long as a member may wait at Permit here: a shorter hold
+	// would release it under waiting members, and the group would be planned again.
+	holdFor := int32(math.Ceil(p.args.PermitTimeout.Seconds()))
 	request := &placementv1.PlaceGangRequest{Group: &placementv1.PodGroup{
 		Namespace: pod.Namespace, Name: group, MinMember: max(0, minimum-int32(bound)), MembersJson: make([]string, 0, len(members)),
+		ScheduleTimeoutSeconds: &holdFor,
 	}}
 	for _, member := range members {
 		body, err := podJSON(member)
@@ -61,6 +67,7 @@ func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	switch response.GetState() {
 	case placementv1.GangState_GANG_STATE_PLACED:
+		p.planned(pod, response.GetMembers())
 		for _, member := range response.GetMembers() {
 			if member.GetPod().GetName() == pod.Name {
 				placement := member.GetPlacement()

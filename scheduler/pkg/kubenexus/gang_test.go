@@ -47,7 +47,7 @@ func TestPreFilterWaitsForTheGroupsMembers(t *testing.T) {
 	pod := member("train-0", "train", "3", "", "kubenexus-scheduler")
 	plugin.pods = podLister(t, pod, member("train-1", "train", "3", "", "kubenexus-scheduler"))
 	_, status := plugin.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
-	if status.Code() != fwk.Unschedulable || status.Message() != "pod group ml/train waits for its members: 2 of 3 present" {
+	if status.Code() != fwk.UnschedulableAndUnresolvable || status.Message() != "pod group ml/train waits for its members: 2 of 3 present" {
 		t.Errorf("got %v %q", status.Code(), status.Message())
 	}
 	if len(service.gangCalls) != 0 {
@@ -121,6 +121,9 @@ func TestPreFilterPlansTheWholeGroup(t *testing.T) {
 			// train-9 is bound: the group needs 2 more beside it, of the 3 pending.
 			if strings.Join(names, ",") != "train-0,train-1,train-2" || group.GetMinMember() != 2 || group.GetName() != "train" || group.GetNamespace() != "ml" {
 				t.Errorf("asked for group %s/%s min %d members %v", group.GetNamespace(), group.GetName(), group.GetMinMember(), names)
+			}
+			if group.GetScheduleTimeoutSeconds() != 60 { // the plugin's permitTimeout: the service holds the plan as long
+				t.Errorf("schedule timeout %d s, want the permit timeout, 60 s", group.GetScheduleTimeoutSeconds())
 			}
 			if tt.wantNode == "" {
 				return

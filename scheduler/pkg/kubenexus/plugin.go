@@ -2,7 +2,8 @@
 // service. One call per scheduling cycle on the hot path: PreFilter asks the service for the pod's feasible
 // nodes and their scores (Score RPC) and keeps the answer in CycleState, where Filter and Score read it.
 // Reserve and Unreserve mirror kube-scheduler's assumption into the service (its NUMA cells and GPUs are
-// charged at once); Permit is the gang barrier (PermitStatus); PreBind writes the placement on the pod;
+// charged at once); Permit is the gang barrier (PermitStatus, then the group's members past Reserve here);
+// PreBind writes the service's devices into the pod's claims and Bind binds the pod with its placement;
 // PostFilter carries out the service's preemption plan (Preempt).
 package kubenexus
 
@@ -33,7 +34,7 @@ const Name = "KubeNexus"
 
 const stateKey fwk.StateKey = Name
 
-// Plugin implements PreFilter, Filter, PostFilter, Score, Reserve, Permit and PreBind.
+// Plugin implements PreFilter, Filter, PostFilter, Score, Reserve, Permit, PreBind and Bind.
 type Plugin struct {
 	args   *Args
 	conn   *grpc.ClientConn
@@ -43,6 +44,7 @@ type Plugin struct {
 
 	mu     sync.Mutex
 	groups map[types.UID]string // waiting gang members -> their group ("namespace/name")
+	gangs  map[string]*gangBook // what this scheduler knows of each group with members in flight
 }
 
 var (
@@ -52,6 +54,7 @@ var (
 	_ fwk.ReservePlugin    = (*Plugin)(nil)
 	_ fwk.PermitPlugin     = (*Plugin)(nil)
 	_ fwk.PreBindPlugin    = (*Plugin)(nil)
+	_ fwk.BindPlugin       = (*Plugin)(nil)
 	_ fwk.PostFilterPlugin = (*Plugin)(nil)
 )
 
@@ -70,7 +73,7 @@ func newWithClient(args *Args, handle fwk.Handle) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	plugin := &Plugin{args: args, conn: conn, client: client, handle: handle, groups: map[types.UID]string{}}
+	plugin := &Plugin{args: args, conn: conn, client: client, handle: handle, groups: map[types.UID]string{}, gangs: map[string]*gangBook{}}
 	if handle != nil && handle.SharedInformerFactory() != nil {
 		plugin.pods = handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	}

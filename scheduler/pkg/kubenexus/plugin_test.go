@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
@@ -179,20 +180,31 @@ func TestReserve(t *testing.T) {
 // are the framework's own.
 func permitFramework(t *testing.T, args *Args, options ...frameworkruntime.Option) fwk.Handle {
 	t.Helper()
+	handle, _ := permitFrameworkAndPlugin(t, args, options...)
+	return handle
+}
+
+// permitFrameworkAndPlugin is permitFramework, with the plugin instance the framework made.
+func permitFrameworkAndPlugin(t *testing.T, args *Args, options ...frameworkruntime.Option) (fwk.Handle, *Plugin) {
+	t.Helper()
+	var made *Plugin
 	factory := func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-		return newWithClient(args, handle)
+		plugin, err := newWithClient(args, handle)
+		made = plugin
+		return plugin, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	handle, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		// The plugin's Bind before DefaultBinder, as the shipped profile orders them.
+		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit", "PreBind", "Bind", "PostFilter"),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-		tf.RegisterPluginAsExtensions(Name, factory, "Reserve", "Permit", "PreBind", "PostFilter"),
 	}, "kubenexus-scheduler", append(options, frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return handle
+	return handle, made
 }
 
 func TestPermitGangBarrier(t *testing.T) {
@@ -218,7 +230,7 @@ func TestPermitGangBarrier(t *testing.T) {
 			handle := permitFramework(t, serve(t, service, FailurePolicyFail))
 			runner := handle.(framework.Framework)
 			ctx := context.Background()
-			first, last := testPod("train-0"), testPod("train-1")
+			first, last := member("train-0", "train", "2", "", ""), member("train-1", "train", "2", "", "")
 			waits, status := runner.RunPermitPlugins(ctx, framework.NewCycleState(), first, "n1")
 			if !status.IsWait() {
 				t.Fatalf("first member: got %v, want Wait", status)
@@ -249,7 +261,16 @@ func TestPermitGangBarrier(t *testing.T) {
 	}
 }
 
-func TestPreBindWritesThePlacement(t *testing.T) {
+func TestPermitPassesAPodOutsideAnyGroupWithoutACall(t *testing.T) {
+	service := &fakeService{} // PermitStatus would answer NotFound: a call would fail the pod
+	handle := permitFramework(t, serve(t, service, FailurePolicyFail))
+	_, status := handle.(framework.Framework).RunPermitPlugins(context.Background(), framework.NewCycleState(), testPod("lone"), "n1")
+	if !status.IsSuccess() {
+		t.Errorf("got %v", status)
+	}
+}
+
+func TestBindCarriesThePlacement(t *testing.T) {
 	placement := &placementv1.PodPlacement{
 		Node: "gpu-a", NumaCells: []int32{1, 0}, GpuIds: []int32{5, 4},
 		Annotations: map[string]string{"numa.scheduling.kubenexus.io/policy": "single-numa"},
@@ -257,27 +278,34 @@ func TestPreBindWritesThePlacement(t *testing.T) {
 	tests := []struct {
 		name     string
 		response *placementv1.ReserveResponse
-		want     map[string]string // nil: PreBind skipped, the pod untouched
+		want     map[string]string // the Binding's annotations
 	}{
 		{
 			name:     "cells, GPUs, the chosen annotations and the node",
 			response: &placementv1.ReserveResponse{Reserved: true, Placement: placement},
 			want: map[string]string{
 				assignedCellsKey: "0,1", assignedGPUsKey: "4,5", reservedNodeKey: "gpu-a",
-				"numa.scheduling.kubenexus.io/policy": "single-numa", "kept": "yes",
+				"numa.scheduling.kubenexus.io/policy": "single-numa",
 			},
 		},
 		{
 			name:     "a CPU pod: no GPU annotation",
 			response: &placementv1.ReserveResponse{Reserved: true, Placement: &placementv1.PodPlacement{Node: "gpu-a", NumaCells: []int32{0}}},
-			want:     map[string]string{assignedCellsKey: "0", reservedNodeKey: "gpu-a", "kept": "yes"},
+			want:     map[string]string{assignedCellsKey: "0", reservedNodeKey: "gpu-a"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := testPod("infer-0")
-			pod.Annotations = map[string]string{"kept": "yes"}
 			client := clientsetfake.NewClientset(pod)
+			var bindings []*v1.Binding
+			client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if action.GetSubresource() != "binding" {
+					return false, nil, nil
+				}
+				bindings = append(bindings, action.(k8stesting.CreateAction).GetObject().(*v1.Binding))
+				return true, nil, nil
+			})
 			handle := permitFramework(t, serve(t, &fakeService{reserve: tt.response}, FailurePolicyFail), frameworkruntime.WithClientSet(client))
 			runner := handle.(framework.Framework)
 			ctx := context.Background()
@@ -285,20 +313,30 @@ func TestPreBindWritesThePlacement(t *testing.T) {
 			if status := runner.RunReservePluginsReserve(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
 				t.Fatalf("Reserve: %v", status)
 			}
-			if status := runner.RunPreBindPreFlights(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
-				t.Fatalf("PreBindPreFlight: %v", status)
+			if status := runner.RunPreBindPreFlights(ctx, state, pod, "gpu-a"); !status.IsSkip() {
+				t.Errorf("PreBindPreFlight without claims: %v, want Skip", status)
 			}
-			if status := runner.RunPreBindPlugins(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
-				t.Fatalf("PreBind: %v", status)
+			if status := runner.RunBindPlugins(ctx, state, pod, "gpu-a"); !status.IsSuccess() {
+				t.Fatalf("Bind: %v", status)
 			}
-			got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+			if len(bindings) != 1 {
+				t.Fatalf("%d bindings, want one (the plugin's, not DefaultBinder's too)", len(bindings))
 			}
-			if !maps.Equal(got.Annotations, tt.want) {
-				t.Errorf("annotations: got %v, want %v", got.Annotations, tt.want)
+			if got := bindings[0]; got.Target.Name != "gpu-a" || got.UID != pod.UID || !maps.Equal(got.Annotations, tt.want) {
+				t.Errorf("binding to %q uid %q with %v, want gpu-a %q with %v", got.Target.Name, got.UID, got.Annotations, pod.UID, tt.want)
 			}
 		})
+	}
+}
+
+func TestBindLeavesAPodTheServiceDidNotPlaceToDefaultBinder(t *testing.T) {
+	plugin, err := newWithClient(serve(t, &fakeService{}, FailurePolicyFail), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plugin.Close() }()
+	if status := plugin.Bind(context.Background(), framework.NewCycleState(), testPod("p"), "n"); !status.IsSkip() {
+		t.Errorf("got %v, want Skip", status)
 	}
 }
 

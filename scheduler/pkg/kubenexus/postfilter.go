@@ -41,6 +41,12 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if node == "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "placement service: the preemption plan nominates no node for the pod")
 	}
+	if len(plan.GetVictims()) == 0 {
+		// The service finds room without evicting anyone: the pod failed for another reason (a group still
+		// waiting for its members). A nomination would only make kube-scheduler count the pod on the node
+		// for every other pod's Filter (its nominated pods), refusing the very members it waits for.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("placement service: no preemption: node %s has room without evicting any pod", node))
+	}
 	for _, victim := range plan.GetVictims() {
 		if err := p.evict(ctx, pod, victim); err != nil {
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption on node %s stopped: %v", node, err))

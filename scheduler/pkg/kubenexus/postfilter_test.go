@@ -54,6 +54,11 @@ func TestPostFilterCarriesOutTheServicesPlan(t *testing.T) {
 			wantCode: fwk.Unschedulable, wantMessage: "placement service: no preemption: no lower-priority pods to evict",
 		},
 		{
+			name:     "room without evicting anyone: no nomination to block the node for others",
+			plan:     &placementv1.PreemptResponse{Preempted: true, Nominations: plan.Nominations},
+			wantCode: fwk.Unschedulable, wantMessage: "node gpu-a has room without evicting any pod",
+		},
+		{
 			name:     "a plan for another pod nominates nothing here",
 			plan:     &placementv1.PreemptResponse{Preempted: true, Nominations: []*placementv1.Nomination{{Pod: &placementv1.PodRef{Namespace: "ml", Name: "other"}, Node: "gpu-a"}}},
 			wantCode: fwk.Unschedulable, wantMessage: "nominates no node",

@@ -34,6 +34,7 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("placement service: the group's plan puts the pod on %s", answer.gang.GetNode()))
 		}
 		state.Write(reservedKey, &reserved{placement: answer.gang})
+		p.hold(pod, answer.gang)
 		return nil
 	}
 	body, err := podJSON(pod)
@@ -78,6 +79,7 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if _, err := p.client.Unreserve(callCtx, &placementv1.UnreserveRequest{Pod: podRef(pod)}); err != nil {
 		klog.FromContext(ctx).Error(err, "Placement service Unreserve failed; the reservation expires on its own", "pod", klog.KObj(pod))
 	}
+	p.release(pod)
 	if group := p.forget(pod); group != "" {
 		p.rejectGroup(group, fmt.Sprintf("member %s/%s of pod group %s was unreserved", pod.Namespace, pod.Name, group))
 	}
@@ -87,26 +89,37 @@ func podRef(pod *v1.Pod) *placementv1.PodRef {
 	return &placementv1.PodRef{Namespace: pod.Namespace, Name: pod.Name}
 }
 
-// Permit is the gang barrier: a member waits until the service says its group is complete, then the whole
-// group is allowed at once; a group the service gives up on is rejected whole. A pod outside any group passes.
+// Permit is the gang barrier: a member waits until the service says its group is reserved and enough of the
+// group is past Reserve here (barrier), then the whole group is allowed at once; a group the service gives up
+// on is rejected whole. A pod outside any group passes.
 func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	if answer, err := readState(state); err == nil && answer.ignored {
 		return nil, 0
 	}
-	callCtx, cancel := p.call(ctx)
-	defer cancel()
-	response, err := p.client.PermitStatus(callCtx, &placementv1.PermitStatusRequest{Pod: podRef(pod)})
+	if gangKey(pod) == "" {
+		return nil, 0 // a pod outside any group has nothing to wait for: no call on the hot path
+	}
+	response, err := p.permitStatus(ctx, pod)
+	if err == nil && response.GetState() == placementv1.PermitState_PERMIT_STATE_REJECT {
+		if answer, readErr := readState(state); readErr == nil && answer.gang != nil {
+			// The service tells a released member REJECT once, so that a scheduler holding the old placement
+			// plans again. This cycle's PreFilter planned the group anew (PlaceGang): that notice is about an
+			// earlier reservation, so the service is asked again; a rejection that stands is repeated.
+			response, err = p.permitStatus(ctx, pod)
+		}
+	}
 	if err != nil {
 		status, _ := p.failed(ctx, "PermitStatus", err)
 		return status, 0
 	}
+	p.arrived(pod)
 	group := response.GetPodGroup()
 	switch response.GetState() {
 	case placementv1.PermitState_PERMIT_STATE_ALLOW:
-		if group != "" {
-			p.allowGroup(group)
+		if group == "" {
+			return nil, 0
 		}
-		return nil, 0
+		return p.barrier(ctx, pod, group, response.GetMinMember())
 	case placementv1.PermitState_PERMIT_STATE_WAIT:
 		p.remember(pod, group)
 		message := fmt.Sprintf("waiting for pod group %s: %d/%d ready", group, response.GetReady(), response.GetMinMember())
@@ -118,6 +131,12 @@ func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		}
 		return fwk.NewStatus(fwk.Unschedulable, "placement service: "+reason), 0
 	}
+}
+
+func (p *Plugin) permitStatus(ctx context.Context, pod *v1.Pod) (*placementv1.PermitStatusResponse, error) {
+	callCtx, cancel := p.call(ctx)
+	defer cancel()
+	return p.client.PermitStatus(callCtx, &placementv1.PermitStatusRequest{Pod: podRef(pod)})
 }
 
 func (p *Plugin) remember(pod *v1.Pod, group string) {
