@@ -498,6 +498,17 @@ def start_plugin(cluster: Cluster) -> Started:
     return str(config["leaderElection"]["resourceName"]), [process]
 
 
+def service_client(service: Service, certificates: Path) -> list[str]:
+    """A shim's flags to reach the service as the writer identity, over mutual TLS."""
+    identity = certificates / SCHEDULER
+    return [
+        f"--service={service.address}",
+        f"--service-ca={certificates / 'ca.crt'}",
+        f"--service-cert={identity}.crt",
+        f"--service-key={identity}.key",
+    ]
+
+
 def start_extender(cluster: Cluster) -> Started:
     """As tests/test_cluster_extender.py's ``extended`` fixture, at the deployment's log level."""
     service = cluster.start_service()
@@ -505,10 +516,8 @@ def start_extender(cluster: Cluster) -> Started:
     certificates, port = cluster.certificates, free_port()
     extender = Program("extender", [
         "extender", f"--kubeconfig={cluster.placement}", f"--listen=127.0.0.1:{port}",
-        f"--service={service.address}", f"--tls-cert={certificates / 'server.crt'}",
-        f"--tls-key={certificates / 'server.key'}", f"--tls-client-ca={certificates / 'ca.crt'}",
-        f"--service-ca={certificates / 'ca.crt'}", f"--service-cert={certificates / f'{SCHEDULER}.crt'}",
-        f"--service-key={certificates / f'{SCHEDULER}.key'}", "--gang-timeout=10",
+        f"--tls-cert={certificates / 'server.crt'}", f"--tls-key={certificates / 'server.key'}",
+        f"--tls-client-ca={certificates / 'ca.crt'}", *service_client(service, certificates), "--gang-timeout=10",
     ])  # fmt: skip
     try:
         extender.wait_for("extender listening", timeout_s=cluster.setup_s)
@@ -530,9 +539,8 @@ def start_binder(cluster: Cluster) -> Started:
     assert cluster.placement is not None
     certificates, metrics = cluster.certificates, free_port()
     binder = Program("binder", [
-        "binder", f"--kubeconfig={cluster.placement}", f"--service={service.address}",
-        f"--service-ca={certificates / 'ca.crt'}", f"--service-cert={certificates / f'{SCHEDULER}.crt'}",
-        f"--service-key={certificates / f'{SCHEDULER}.key'}", f"--metrics-address=127.0.0.1:{metrics}",
+        "binder", f"--kubeconfig={cluster.placement}", *service_client(service, certificates),
+        f"--metrics-address=127.0.0.1:{metrics}",
     ], env={"POD_NAME": PLACEMENT_POD, "POD_NAMESPACE": PLACEMENT_NAMESPACE})  # fmt: skip
     try:
         binder.wait_for("became the leader", timeout_s=cluster.setup_s, lease="kubenexus-binder")

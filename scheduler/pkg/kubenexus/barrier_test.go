@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -85,16 +84,7 @@ func TestPermitHoldsAGroupUntilEnoughOfItIsScheduledHere(t *testing.T) {
 				}
 				return
 			}
-			done := make(chan *fwk.Status, 1)
-			go func() { done <- runner.WaitOnPermit(ctx, first) }()
-			select {
-			case got := <-done:
-				if got.Code() != tt.wantFirst || !strings.Contains(got.Message(), tt.wantReason) {
-					t.Errorf("first member: got %v %q, want %v containing %q", got.Code(), got.Message(), tt.wantFirst, tt.wantReason)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the first member is still waiting at Permit")
-			}
+			expectPermitEnds(t, runner, first, tt.wantFirst, tt.wantReason)
 		})
 	}
 }

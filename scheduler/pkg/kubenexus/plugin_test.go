@@ -207,6 +207,21 @@ func permitFrameworkAndPlugin(t *testing.T, args *Args, options ...frameworkrunt
 	return handle, made
 }
 
+// expectPermitEnds waits (at most 30s) for a pod waiting at Permit to be allowed or rejected, and checks how.
+func expectPermitEnds(t *testing.T, runner framework.Framework, pod *v1.Pod, want fwk.Code, reason string) {
+	t.Helper()
+	done := make(chan *fwk.Status, 1)
+	go func() { done <- runner.WaitOnPermit(context.Background(), pod) }()
+	select {
+	case got := <-done:
+		if got.Code() != want || !strings.Contains(got.Message(), reason) {
+			t.Errorf("%s: got %v %q, want %v containing %q", pod.Name, got.Code(), got.Message(), want, reason)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s is still waiting at Permit", pod.Name)
+	}
+}
+
 func TestPermitGangBarrier(t *testing.T) {
 	waiting := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_WAIT, PodGroup: "ml/train", Ready: 1, MinMember: 2}
 	tests := []struct {
@@ -247,16 +262,7 @@ func TestPermitGangBarrier(t *testing.T) {
 				}
 				runner.RunReservePluginsUnreserve(ctx, framework.NewCycleState(), last, "n2")
 			}
-			done := make(chan *fwk.Status, 1)
-			go func() { done <- runner.WaitOnPermit(ctx, first) }()
-			select {
-			case got := <-done:
-				if got.Code() != tt.wantFirst || !strings.Contains(got.Message(), tt.wantReason) {
-					t.Errorf("first member: got %v %q, want %v containing %q", got.Code(), got.Message(), tt.wantFirst, tt.wantReason)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the first member is still waiting at Permit")
-			}
+			expectPermitEnds(t, runner, first, tt.wantFirst, tt.wantReason)
 		})
 	}
 }
