@@ -375,6 +375,35 @@ def test_a_pod_that_fits_only_by_preemption_gets_the_node_the_services_plan_free
     assert event.startswith(f"Preempted by pod {scene.get('high')['metadata']['uid']} on node {node}")
 
 
+def test_a_gang_preempts_a_lower_priority_gang_whole(scene: SchedulerScene) -> None:
+    """Both 8-GPU nodes are held by a low-priority gang of four members of 4 GPUs (one per NUMA cell); a
+    high-priority gang of four such members arrives. Its plan finds no room, and its PostFilter asks the
+    service to make room for the whole group: the low gang is evicted whole through the Eviction API (each
+    victim with kube-scheduler's Preempted event), and the high gang binds in its place."""
+    priority_classes(scene.plane)
+    nodes = scene.add_nodes({"a": nvswitch_node(), "b": nvswitch_node()})
+    low = {GROUP_NAME_KEY: "low", MIN_AVAILABLE_KEY: "4"}
+    slots = [(node, cell) for node in nodes for cell in (0, 1)]
+    scene.create([scene.pod(f"low-{i}", gpus=4, cpus=8, nodeName=node, priorityClassName=LOW, labels=low,
+                            annotations={ASSIGNED_CELLS_KEY: str(cell), RESERVED_NODE_KEY: node,
+                                         ASSIGNED_GPUS_KEY: ",".join(str(4 * cell + g) for g in range(4))},
+                            terminationGracePeriodSeconds=0)
+                  for i, (node, cell) in enumerate(slots)])  # fmt: skip
+    probe = scene.pod("probe", gpus=4, cpus=8, priorityClassName=HIGH)
+    wait_until(lambda: not scene.client.filter(probe, nodes).feasible_nodes, timeout_s=60,
+               what="the service to charge the low-priority gang")  # fmt: skip
+    high = {GROUP_NAME_KEY: "high", MIN_AVAILABLE_KEY: "4"}
+    names = [f"high-{i}" for i in range(4)]
+    scene.create([scene.pod(name, gpus=4, cpus=8, priorityClassName=HIGH, labels=high) for name in names])
+    bound = scene.wait_bound(names)
+    assert sorted(bound[name] for name in names) == sorted([*nodes, *nodes])
+    preemptors = {scene.get(name)["metadata"]["uid"] for name in names}
+    for victim in (f"low-{i}" for i in range(4)):
+        assert not scene.exists(victim)
+        (event, *_) = scene.events(victim, "Preempted")
+        assert event.split(" on node ")[0].removeprefix("Preempted by pod ") in preemptors, event
+
+
 # -- constraints both check: kube-scheduler's own plugins and the service agree ------------------------------
 
 

@@ -26,6 +26,7 @@ type fakeService struct {
 	permit     map[string]*placementv1.PermitStatusResponse   // by pod name
 	permitted  map[string][]*placementv1.PermitStatusResponse // by pod name: answered in turn before `permit`
 	preempt    *placementv1.PreemptResponse
+	preempts   []*placementv1.PreemptRequest
 	placeGang  *placementv1.PlaceGangResponse
 	gangCalls  []*placementv1.PlaceGangRequest
 	reserves   int
@@ -62,9 +63,10 @@ func (f *fakeService) Unreserve(_ context.Context, request *placementv1.Unreserv
 	return &placementv1.UnreserveResponse{Released: true}, f.err
 }
 
-func (f *fakeService) Preempt(context.Context, *placementv1.PreemptRequest) (*placementv1.PreemptResponse, error) {
+func (f *fakeService) Preempt(_ context.Context, request *placementv1.PreemptRequest) (*placementv1.PreemptResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.preempts = append(f.preempts, request)
 	return f.preempt, f.err
 }
 

@@ -26,34 +26,12 @@ const (
 // the group's topology constraints, reserved together) and narrows this member's cycle to its planned node.
 // A group that does not fit waits as a whole: no member is placed alone.
 func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v1.Pod, group string) (*fwk.PreFilterResult, *fwk.Status) {
-	members, bound, err := p.groupMembers(pod, group)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
 	key := pod.Namespace + "/" + group
-	minimum := minMember(pod)
-	if present := len(members) + bound; present < int(minimum) {
-		// Members arrive one by one: the group is planned once its minimum is present (a member's arrival
-		// requeues the others: the plugin registers no narrower events than kube-scheduler's default).
-		// Unresolvable, as coscheduling's PreFilter answers it: evicting pods would not bring the members.
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s waits for its members: %d of %d present", key, present, minimum))
+	podGroup, status := p.pendingGroup(pod, group)
+	if status != nil {
+		return nil, status
 	}
-	// As the binder asks: the pending members, and how many of them the group still needs beside those bound
-	// (a group placed earlier answers with its members' reservations; one scaled up is planned next to them).
-	// The service holds the group's reservation as long as a member may wait at Permit here: a shorter hold
-	// would release it under waiting members, and the group would be planned again.
-	holdFor := int32(math.Ceil(p.args.PermitTimeout.Seconds()))
-	request := &placementv1.PlaceGangRequest{Group: &placementv1.PodGroup{
-		Namespace: pod.Namespace, Name: group, MinMember: max(0, minimum-int32(bound)), MembersJson: make([]string, 0, len(members)),
-		ScheduleTimeoutSeconds: &holdFor,
-	}}
-	for _, member := range members {
-		body, err := podJSON(member)
-		if err != nil {
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
-		}
-		request.Group.MembersJson = append(request.Group.MembersJson, body)
-	}
+	request := &placementv1.PlaceGangRequest{Group: podGroup}
 	callCtx, cancel := p.call(ctx)
 	defer cancel()
 	response, err := p.client.PlaceGang(callCtx, request)
@@ -85,6 +63,38 @@ func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v
 	default:
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("placement service: pod group %s waits: %s", key, response.GetReason()))
 	}
+}
+
+// pendingGroup is the pod's group as the binder asks for it: the pending members (this pod first), and how
+// many of them the group still needs beside those bound (a group placed earlier answers with its members'
+// reservations; one scaled up is planned next to them). Until the group's minimum is present: unresolvable,
+// as coscheduling's PreFilter answers it (members arrive one by one; a member's arrival requeues the others,
+// the plugin registering no narrower events than kube-scheduler's default; evicting pods would not bring
+// them).
+func (p *Plugin) pendingGroup(pod *v1.Pod, group string) (*placementv1.PodGroup, *fwk.Status) {
+	members, bound, err := p.groupMembers(pod, group)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	minimum := minMember(pod)
+	if present := len(members) + bound; present < int(minimum) {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s/%s waits for its members: %d of %d present", pod.Namespace, group, present, minimum))
+	}
+	// The service holds the group's reservation as long as a member may wait at Permit here: a shorter hold
+	// would release it under waiting members, and the group would be planned again.
+	holdFor := int32(math.Ceil(p.args.PermitTimeout.Seconds()))
+	podGroup := &placementv1.PodGroup{
+		Namespace: pod.Namespace, Name: group, MinMember: max(0, minimum-int32(bound)), MembersJson: make([]string, 0, len(members)),
+		ScheduleTimeoutSeconds: &holdFor,
+	}
+	for _, member := range members {
+		body, err := podJSON(member)
+		if err != nil {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		podGroup.MembersJson = append(podGroup.MembersJson, body)
+	}
+	return podGroup, nil
 }
 
 // groupOf is the name of the pod's group by the project's labels ("" for a lone pod).

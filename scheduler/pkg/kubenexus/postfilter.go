@@ -15,22 +15,22 @@ import (
 	placementv1 "kubenexus.io/scheduler/api/placement/v1"
 )
 
-// PostFilter carries out the service's preemption plan for a pod that fits nowhere: the service chooses the
-// victims (lower priority, gangs whole, disruption budgets kept, the exact plan checked without them) and
-// holds the nominated node for the pod; the plugin evicts them through the Eviction API (the API server checks
+// PostFilter carries out the service's preemption plan for a pod that fits nowhere (a gang member: for its
+// whole group): the service chooses the victims (lower priority, gangs whole, disruption budgets kept, the
+// exact plan checked without them) and holds the nominated nodes for the pod (the group's members); the plugin evicts them through the Eviction API (the API server checks
 // each victim's budget once more; a refusal stops the plan) and nominates the node. It replaces
 // DefaultPreemption in the profile: that plugin cannot pick the nodes the PreFilterResult left out.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if answer, err := readState(state); err == nil && answer.ignored {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "placement service unavailable: no preemption")
 	}
-	body, err := podJSON(pod)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	request, status := p.preemptor(pod)
+	if status != nil {
+		return nil, status
 	}
 	callCtx, cancel := p.call(ctx)
 	defer cancel()
-	plan, err := p.client.Preempt(callCtx, &placementv1.PreemptRequest{PodJson: body})
+	plan, err := p.client.Preempt(callCtx, request)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, classify("Preempt", err).Error())
 	}
@@ -54,6 +54,23 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	}
 	klog.FromContext(ctx).V(2).Info("Preempted for the placement service's plan", "pod", klog.KObj(pod), "node", node, "victims", len(plan.GetVictims()))
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}, fwk.NewStatus(fwk.Success)
+}
+
+// preemptor is what the service is asked to make room for: a gang member's whole group (its pending
+// members: the service evicts for all of them at once, gangs among the victims whole), else the pod alone.
+func (p *Plugin) preemptor(pod *v1.Pod) (*placementv1.PreemptRequest, *fwk.Status) {
+	if group := groupOf(pod); group != "" && p.pods != nil {
+		podGroup, status := p.pendingGroup(pod, group)
+		if status != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
+		}
+		return &placementv1.PreemptRequest{Group: podGroup}, nil
+	}
+	body, err := podJSON(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	return &placementv1.PreemptRequest{PodJson: body}, nil
 }
 
 func nominatedNode(plan *placementv1.PreemptResponse, pod *v1.Pod) string {

@@ -2,9 +2,11 @@ package kubenexus
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -105,6 +107,54 @@ func TestPostFilterCarriesOutTheServicesPlan(t *testing.T) {
 				if event := <-recorder.Events; !strings.HasPrefix(event, "Normal Preempted Preempted by pod uid-high on node gpu-a") {
 					t.Errorf("event %q", event)
 				}
+			}
+		})
+	}
+}
+
+func TestPostFilterAsksRoomForAGangMembersWholeGroup(t *testing.T) {
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		members   []*v1.Pod
+		wantCalls int
+		wantGroup []string // the members sent as the preemptor, this one first; nil: the pod alone
+	}{
+		{name: "a lone pod: itself", pod: testPod("high"), wantCalls: 1},
+		{
+			name:      "a member: its group's pending members",
+			pod:       member("train-1", "train", "2", "", "kubenexus-scheduler"),
+			members:   []*v1.Pod{member("train-0", "train", "2", "", "kubenexus-scheduler")},
+			wantCalls: 1, wantGroup: []string{"train-1", "train-0"},
+		},
+		{name: "a member whose group is not all there: no call", pod: member("train-1", "train", "2", "", "kubenexus-scheduler")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			service := &fakeService{preempt: &placementv1.PreemptResponse{Reason: "no lower-priority pods to evict"}}
+			handle, plugin := permitFrameworkAndPlugin(t, serve(t, service, FailurePolicyFail))
+			plugin.pods = podLister(t, append([]*v1.Pod{tt.pod}, tt.members...)...)
+			_, status := handle.(framework.Framework).RunPostFilterPlugins(context.Background(), framework.NewCycleState(), tt.pod, nil)
+			if status.Code() != fwk.Unschedulable {
+				t.Errorf("got %v, want Unschedulable", status)
+			}
+			if len(service.preempts) != tt.wantCalls {
+				t.Fatalf("Preempt asked %d times, want %d", len(service.preempts), tt.wantCalls)
+			}
+			if tt.wantCalls == 0 {
+				return
+			}
+			request := service.preempts[0]
+			var sent []string
+			for _, body := range request.GetGroup().GetMembersJson() {
+				var pod v1.Pod
+				if err := json.Unmarshal([]byte(body), &pod); err != nil {
+					t.Fatal(err)
+				}
+				sent = append(sent, pod.Name)
+			}
+			if strings.Join(sent, ",") != strings.Join(tt.wantGroup, ",") || (tt.wantGroup == nil) != (request.GetPodJson() != "") {
+				t.Errorf("preemptor: group %v, pod alone %v", sent, request.GetPodJson() != "")
 			}
 		})
 	}
