@@ -17,9 +17,10 @@ import (
 
 // PostFilter carries out the service's preemption plan for a pod that fits nowhere (a gang member: for its
 // whole group): the service chooses the victims (lower priority, gangs whole, disruption budgets kept, the
-// exact plan checked without them) and holds the nominated nodes for the pod (the group's members); the plugin evicts them through the Eviction API (the API server checks
-// each victim's budget once more; a refusal stops the plan) and nominates the node. It replaces
-// DefaultPreemption in the profile: that plugin cannot pick the nodes the PreFilterResult left out.
+// exact plan checked without them) and holds the nominated nodes for the pod (the group's members); the
+// plugin evicts them through the Eviction API (the API server checks each victim's budget once more; a
+// refusal stops the plan) and nominates the node. It replaces DefaultPreemption in the profile: that plugin
+// cannot pick the nodes the PreFilterResult left out.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if answer, err := readState(state); err == nil && answer.ignored {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "placement service unavailable: no preemption")

@@ -117,6 +117,7 @@ func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	switch response.GetState() {
 	case placementv1.PermitState_PERMIT_STATE_ALLOW:
 		if group == "" {
+			p.release(pod) // the service knows no group of the pod: nothing to wait for
 			return nil, 0
 		}
 		return p.barrier(ctx, pod, group, response.GetMinMember())
