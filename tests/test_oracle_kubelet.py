@@ -332,6 +332,23 @@ def _cpu_reuse_is_by_cores(case: Json, pod: Json) -> bool:
     return False
 
 
+def _cells_packed_by_socket(case: Json, kubelet: Verdict, model: Verdict) -> bool:
+    """The same admission, other containers' affinities, on a machine whose sockets hold several NUMA nodes
+    under the static CPU manager: there ``takeByTopologyNUMAPacked`` takes CPUs from the socket with the
+    fewest free CPUs first, then the NUMA node (``cpu_assignment.go`` ``sortAvailableCores``), so which cell a
+    container's CPUs come from, and what the next container's hint finds free, depends on sockets the model
+    does not know: it takes from the fullest cell (docs/placement.md, "Known differences from the kubelet")."""
+    if case["kubelet"].get("cpuManagerPolicy") != "static":
+        return False
+    if (kubelet.admit, kubelet.reason, kubelet.message) != (model.admit, model.reason, model.message):
+        return False
+    cells_of_socket: dict[int, set[int]] = {}
+    for cell in case["machine"]["topology"]:
+        for core in cell["cores"]:
+            cells_of_socket.setdefault(core["socket_id"], set()).add(cell["node_id"])
+    return any(len(cells) > 1 for cells in cells_of_socket.values())
+
+
 @oracle_settings()
 @given(case=kubelet_cases())
 def test_admission_is_the_kubelets(kubelet_oracle: Oracle, case: Json) -> None:
@@ -356,5 +373,8 @@ def test_admission_is_the_kubelets(kubelet_oracle: Oracle, case: Json) -> None:
             return
         if model != kubelet and _cpu_reuse_is_by_cores(case, [*case["pods"], case["pod"]][position]):
             event("the kubelet's cores among an init container's CPUs")
+            return
+        if model != kubelet and _cells_packed_by_socket(case, kubelet, model):
+            event("the kubelet packs CPUs by socket first")
             return
         assert model == kubelet, f"pod {position}:\n  kubelet: {kubelet}\n  model:   {model}"
