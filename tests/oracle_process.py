@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 from pathlib import Path
 from types import TracebackType
@@ -25,8 +26,17 @@ FIXED_CASES = 3000
 DEEP_CASES = int(os.environ.get("KUBENEXUS_ORACLE_CASES", "0") or 0)
 
 
+# How long a case may take: upstream's code answers in milliseconds, seconds on a loaded machine; a case it
+# spins on (the kubelet oracle met some in random runs) must not hang the suite.
+ASK_TIMEOUT_S = 30.0
+
+
 class OracleRefused(Exception):
     """Upstream's code refused the case (or panicked on it); the message is its text."""
+
+
+class OracleTimedOut(Exception):
+    """Upstream's code gave no answer within ``ASK_TIMEOUT_S``: the program was killed and starts afresh."""
 
 
 class Oracle:
@@ -57,6 +67,12 @@ class Oracle:
         stdin, stdout = self._pipes()
         stdin.write(json.dumps(case, separators=(",", ":")) + "\n")
         stdin.flush()
+        ready, _, _ = select.select([stdout], [], [], ASK_TIMEOUT_S)
+        if not ready:
+            self._process.kill()
+            self.close()
+            self._process, self._asked = self._start(), 0
+            raise OracleTimedOut(f"{self.program.name} oracle gave no answer within {ASK_TIMEOUT_S:g} s")
         line = stdout.readline()
         if not line:
             raise RuntimeError(f"{self.program.name} oracle exited ({self._process.poll()}): {self._stderr()}")

@@ -29,7 +29,7 @@ from placement.core.topology_manager.admission import (
 )
 from tests.conftest import HWLOC_DIR
 from tests.oracle_kubelet_cases import KUBELET_PANIC, Verdict, model_verdicts, oracle_verdicts
-from tests.oracle_process import Oracle, oracle_settings
+from tests.oracle_process import Oracle, OracleTimedOut, oracle_settings
 
 pytestmark = pytest.mark.oracle
 
@@ -355,7 +355,12 @@ def test_admission_is_the_kubelets(kubelet_oracle: Oracle, case: Json) -> None:
     """Every pod of the case: admitted or rejected as the kubelet does, with its reason and message, and each
     container's NUMA affinity (mask and preferred) when admitted."""
     note(json.dumps(case, separators=(",", ":")))
-    answer = kubelet_oracle.ask(case)
+    try:
+        answer = kubelet_oracle.ask(case)
+    except OracleTimedOut:
+        # The kubelet's own code spins on some cases (docs/placement.md, "Known differences from the kubelet").
+        event("left out: the kubelet's code gave no answer within the oracle's time limit")
+        return
     expected = oracle_verdicts(answer)
     got = model_verdicts(case, answer)
     for position, (kubelet, model) in enumerate(zip(expected, got, strict=True)):
