@@ -417,7 +417,8 @@ def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_an
     }
     assert "extenders" not in config
     assert config["leaderElection"]["resourceNamespace"] == one("Namespace")["metadata"]["name"]
-    # PreBind patches the pod: granted to kube-scheduler's ServiceAccount, in the namespace the lease is in.
+    # PostFilter evicts: granted to kube-scheduler's ServiceAccount, in the namespace the lease is in. Bind
+    # writes the placement with the Binding (pods/binding, system:kube-scheduler's): no pod patch.
     rbac = documents("scheduler")
     (binding,) = [doc for doc in rbac if doc["kind"] == "ClusterRoleBinding"]
     (subject,) = binding["subjects"]
@@ -426,11 +427,15 @@ def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_an
         doc for doc in rbac if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == binding["roleRef"]["name"]
     ]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},  # PreBind: the placement annotations
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # PostFilter: the victims
     ]
     # The plugin's PostFilter is the profile's only preemption.
     assert profile["plugins"]["postFilter"] == {"disabled": [{"name": "DefaultPreemption"}]}
+    # The plugin binds the pods it placed (the placement in the Binding), before DefaultBinder.
+    assert profile["plugins"]["bind"] == {
+        "disabled": [{"name": "DefaultBinder"}],
+        "enabled": [{"name": "KubeNexus"}, {"name": "DefaultBinder"}],
+    }
 
 
 def test_the_extender_never_holds_a_bind_past_kube_schedulers_http_timeout() -> None:
