@@ -9,7 +9,7 @@ CheckEviction, read-only but followed by evictions, which a lagging replica's an
 Filter and Score go to the read address when one is given: a gRPC target that resolves to every replica
 (a headless Service), spread over them by gRPC's ``round_robin`` policy, which skips a replica whose
 health check is not SERVING (its cache is not synced) and retries a read that a replica answers
-UNAVAILABLE or FAILED_PRECONDITION (going away, or its cache just broke) on another.
+UNAVAILABLE, FAILED_PRECONDITION or CANCELLED (going away, or its cache just broke) on another.
 
 Every failure leaves as ``ServiceError`` carrying the gRPC status code name and the service's message: the
 extender turns it into its ``Error`` field, the binder into an Event or a retry, neither into a traceback.
@@ -35,13 +35,15 @@ _SERVICE = pb.DESCRIPTOR.services_by_name["Placement"].full_name
 # afresh at the leader). Every other call goes to the leader.
 READ_METHODS = ("Filter", "Score")
 # A read tried on up to three replicas: the deployed two, and one more try should DNS still list one that
-# left. Either code means "this replica, not the request": another replica may answer it.
+# left. Each code means "this replica, not the request": another replica may answer it. CANCELLED is what a
+# replica that begins to stop answers a call that reached it at that moment (seen under load); a read is
+# safe to ask again, and a call this client cancels itself is never retried by gRPC.
 READ_RETRY_POLICY = {
     "maxAttempts": 3,
     "initialBackoff": "0.02s",
     "maxBackoff": "0.2s",
     "backoffMultiplier": 2,
-    "retryableStatusCodes": ["UNAVAILABLE", "FAILED_PRECONDITION"],
+    "retryableStatusCodes": ["UNAVAILABLE", "FAILED_PRECONDITION", "CANCELLED"],
 }
 # The target schemes of gRPC's resolvers that a read address may name; a bare HOST:PORT is dns too.
 _TARGET_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")
