@@ -224,6 +224,49 @@ def _pod(cpus: int, gpus: int = 0) -> Pod:
     return Pod(containers=(Container("c", cpu_millis=cpus * 1000, devices=devices),), qos=QOSClass.GUARANTEED)
 
 
+@pytest.mark.parametrize(
+    ("cells", "gpu_cell"),
+    [
+        # GPU hints span only cell 1 (since 1.36, the cells hosting the devices), memory's only cell 0.
+        (((0, 1, None), (0, 0, 1)), 1),
+        # CPU hints span only cell 0 (the cells with CPUs), memory's only cell 1.
+        (((1, 0, None), (0, 1, 1)), None),
+    ],
+    ids=["gpus-apart-from-memory", "cpus-apart-from-memory"],
+)
+def test_best_effort_falls_back_to_every_cell_and_breaks_a_memory_group(
+    cells: tuple[tuple[int, int, int | None], ...], gpu_cell: int | None
+) -> None:
+    """No cell is in a hint of every provider: best-effort's merge keeps its default (every cell), and the
+    Static memory manager refuses it, since one of its cells holds a single-NUMA assignment."""
+    node = NodeResources(
+        cells=tuple(
+            NumaCellResources(
+                i,
+                cpus,
+                cpus,
+                (MemoryPool("memory", gib * GIB, gib * GIB),),
+                memory_group=() if group is None else (group,),
+                memory_assignments=0 if group is None else 1,
+            )
+            for i, (cpus, gib, group) in enumerate(cells)
+        ),
+        devices=() if gpu_cell is None else (DeviceGroup(GPU, (gpu_cell,), 1, 1),),
+        kubelet=KubeletConfig(
+            topology_policy=TopologyPolicy.BEST_EFFORT,
+            cpu_manager_policy=CpuManagerPolicy.STATIC,
+            memory_manager_policy=MemoryManagerPolicy.STATIC,
+        ),
+    )
+    devices = () if gpu_cell is None else ((GPU, 1),)
+    app = Container("c", cpu_millis=1000 if gpu_cell is None else 500, memory=GIB, devices=devices)
+    pod = Pod((app,), qos=QOSClass.GUARANTEED)
+    assert "violates NUMA node allocation" in admit(node, pod).message
+    result = filter_nodes(arrays_of([node]), np.array([0]), demand_of(pod))
+    assert not result.feasible[0]
+    assert "other pods' memory groups" in result.reason(0)
+
+
 def test_restricted_needs_one_mask_preferred_by_every_provider() -> None:
     # CPUs fit one cell (narrowest: {0}); 3 GPUs need both cells (narrowest: 2 cells). Every preferred
     # hint contains cell 0, but no single mask is preferred by both: the kubelet's merge is not preferred.

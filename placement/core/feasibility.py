@@ -38,6 +38,9 @@ its own), a provider without hints means nothing fits anywhere, and:
   whose free memory falls short (``extendTopologyManagerHint``), and takes one that suffices as it is;
   as it is, only a multi-NUMA mask strictly inside a group of 3+ cells breaks the groups
   (``isAffinityViolatingNUMAAllocations``), so a group of 3+ cells sends the node to the exact model.
+  Unless no cell lies in a hint of every provider (CPU and device hints span only the cells hosting CPUs
+  or the resource's devices): the merge then keeps its default, every cell, which breaks any group
+  narrower than the node (``_default_hint_breaks_groups``).
 * ``restricted`` and ``single-numa-node``: the rules above, on the masks the groups allow.
 
 Not decided here, sent to the exact model: a pod with several containers (init containers count) on a
@@ -261,6 +264,14 @@ def filter_nodes(
                 loose & ~_memory_hint_fits(memory, view, loose),
                 "kubelet memory manager: the NUMA cells with room for the memory are bound to other pods' "
                 "memory groups",
+                RejectionKind.KUBELET_TOPOLOGY,
+            )
+        falls_back = loose & (policy == PolicyCode.BEST_EFFORT) & (reasons.codes == 0)
+        if falls_back.any():
+            reasons.reject(
+                _default_hint_breaks_groups(providers, memory, view, numa_count, falls_back),
+                "kubelet memory manager: no NUMA cell suits the memory and the CPUs or devices together, and the "
+                "merged hint (every cell) spans other pods' memory groups",
                 RejectionKind.KUBELET_TOPOLOGY,
             )
     single = vector & (policy == PolicyCode.SINGLE_NUMA_NODE)
@@ -538,6 +549,40 @@ def _memory_hint_fits(memory: _Provider, view: _View, rows: BoolArray) -> BoolAr
     fits = _masks_fit(memory, _rows_of(view.free, subset), MASKS) & _groups_allow(memory.groups[subset], MASK_VALUES)
     result = np.zeros(rows.shape, dtype=np.bool_)
     result[subset] = _any_cell(fits)
+    return result
+
+
+def _default_hint_breaks_groups(
+    providers: Sequence[_Provider], memory: _Provider, view: _View, numa_count: IntArray, rows: BoolArray
+) -> BoolArray:
+    """[N], on best-effort ``rows`` where a memory hint fits: no cell lies in a hint of every provider, so
+    ``mergeFilteredHints`` keeps its default, every cell of the node, not preferred; ``Allocate`` takes it
+    as it is and refuses it when one of its cells holds a single-NUMA assignment or another group
+    (``isAffinityViolatingNUMAAllocations``).
+
+    The CPU manager's hints span only the cells that have CPUs (``CPUDetails.NUMANodes``), and since 1.36 a
+    device resource's only the cells hosting its devices (``deviceNUMANodes``), so they and the memory hints
+    can be disjoint. A provider whose free amount on those cells falls short gives an empty list, which
+    reads as no preference.
+    """
+    assert memory.groups is not None
+    subset = np.flatnonzero(rows)
+    valid = view.valid_cell[subset]
+    free = _rows_of(view.free, subset)
+    memory_hints = _masks_fit(memory, free, MASKS) & _groups_allow(memory.groups[subset], MASK_VALUES)
+    common: BoolArray = ((memory_hints.astype(np.float64) @ MASKS) > 0) & valid  # cells in some memory hint
+    for provider in providers:
+        if provider is memory:
+            continue
+        (column,), (request,) = provider.columns, provider.requests
+        hosting = view.total(column)[subset] > 0
+        hinting = provider.active[subset] & (free(column).sum(axis=1) >= request)
+        common &= hosting | ~hinting[:, None]
+    groups = memory.groups[subset].astype(np.int64)
+    whole = np.left_shift(1, numa_count[subset]) - 1
+    breaks = _any_cell(valid & (groups != 0) & (groups != whole[:, None]))
+    result = np.zeros(rows.shape, dtype=np.bool_)
+    result[subset] = ~_any_cell(common) & breaks
     return result
 
 
