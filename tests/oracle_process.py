@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -69,10 +72,13 @@ class Oracle:
         stdin.flush()
         ready, _, _ = select.select([stdout], [], [], ASK_TIMEOUT_S)
         if not ready:
-            self._process.kill()
+            kept = self._keep_stuck(case)
             self.close()
             self._process, self._asked = self._start(), 0
-            raise OracleTimedOut(f"{self.program.name} oracle gave no answer within {ASK_TIMEOUT_S:g} s")
+            raise OracleTimedOut(
+                f"{self.program.name} oracle gave no answer within {ASK_TIMEOUT_S:g} s; the case and the "
+                f"program's goroutines: {kept}"
+            )
         line = stdout.readline()
         if not line:
             raise RuntimeError(f"{self.program.name} oracle exited ({self._process.poll()}): {self._stderr()}")
@@ -80,6 +86,21 @@ class Oracle:
         if "error" in answer:
             raise OracleRefused(answer["error"])
         return answer.get("result")
+
+    def _keep_stuck(self, case: dict[str, Any]) -> Path:
+        """SIGQUIT makes a Go program print every goroutine's stack and exit: kept with the case, to tell a
+        case upstream's code spins on from a state the program carried over from earlier cases."""
+        self._process.send_signal(signal.SIGQUIT)
+        try:
+            _, stacks = self._process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            _, stacks = self._process.communicate()
+        folder = Path(tempfile.gettempdir()) / "kubenexus-oracle-stuck"
+        folder.mkdir(exist_ok=True)
+        kept = folder / f"{self.program.name}-{os.getpid()}-{time.time_ns()}.json"
+        kept.write_text(json.dumps({"case": case, "asked_since_start": self._asked, "goroutines": stacks}))
+        return kept
 
     def _pipes(self) -> tuple[IO[str], IO[str]]:
         assert self._process.stdin is not None
