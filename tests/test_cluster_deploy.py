@@ -3,8 +3,8 @@ installer's `helm install` meet in a cluster. tests/test_deploy*.py and tests/te
 files offline, against schemas; here the server judges them, with its validation, admission, CEL type checking
 and RBAC.
 
-* deploy/ as shipped (the CRD, agent, placement with its cert-manager certificates, the scheduler
-  configuration in the ConfigMap the chart wraps it in, monitoring, the operator examples), every object
+* deploy/ as shipped (the CRD, agent, placement with its cert-manager certificates, kubenexus-scheduler with
+  its configuration in a ConfigMap, monitoring, the operator examples), every object
   accepted under strict field validation with no warning, and stored (or, dry run, returned) with every field
   it sets. Objects that do nothing without a kubelet or an operator this cluster lacks (the DaemonSet and
   Deployments, cert-manager's, prometheus-operator's and the operators' kinds) go through `--dry-run=server`:
@@ -142,16 +142,6 @@ def mode_id(values: Json) -> str:
 
 def all_renders() -> list[Json]:
     return [doc for values in CHART_MODES for doc in render(values)]
-
-
-def scheduler_config_map() -> Json:
-    """deploy/scheduler/kube-scheduler-config.yaml as the chart ships it: in extender mode's ConfigMap."""
-    name = "kubenexus-kube-scheduler-config"
-    (config_map,) = [doc for doc in render({"scheduler": {"mode": "extender"}}) if doc["metadata"]["name"] == name]
-    assert yaml.safe_load(config_map["data"]["kube-scheduler-config.yaml"]) == yaml.safe_load(
-        (DEPLOY / "scheduler" / "kube-scheduler-config.yaml").read_text()
-    )
-    return config_map
 
 
 def cert_manager_crd_files() -> tuple[Path, ...]:
@@ -353,8 +343,9 @@ def test_deploy_as_shipped_is_accepted_and_stored_as_written(
 
     agent = documents(*sorted((DEPLOY / "agent").glob("*.yaml")))
     placement = documents(*sorted((DEPLOY / "placement").glob("*.yaml")))
+    scheduler = documents(*sorted((DEPLOY / "kubenexus-scheduler").glob("*.yaml")))
     certificates = documents(DEPLOY / "placement" / "cert-manager" / "certificates.yaml")
-    applied = apply_manifests(control_plane, [*agent, *placement, scheduler_config_map(), *certificates])
+    applied = apply_manifests(control_plane, [*agent, *placement, *scheduler, *certificates])
     kinds = {obj["kind"] for obj in applied}
     assert {"DaemonSet", "Deployment", "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ConfigMap"} <= kinds
 

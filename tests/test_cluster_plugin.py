@@ -2,7 +2,7 @@
 framework plugin, built from scheduler/ by tools/kubenexus_scheduler.py) runs the shipped
 deploy/scheduler/kubenexus-scheduler-config.yaml, changed only where a test machine differs from a cluster (its
 kubeconfig, the service's address, the TLS files), as the ServiceAccount and RBAC the chart gives
-kubenexus-scheduler in plugin mode (deploy/scheduler/kubenexus-scheduler-rbac.yaml among them). The plugin calls
+kubenexus-scheduler in plugin mode (deploy/kubenexus-scheduler/01-rbac.yaml). The plugin calls
 ``serve`` over mutual-TLS gRPC as the writer identity; the service runs as the kubenexus-placement
 ServiceAccount with deploy/placement's RBAC.
 

@@ -170,8 +170,9 @@ def _namespace_labels(name: str) -> dict[str, str]:
     return labels
 
 
-def test_the_placement_pods_pass_restricted() -> None:
-    deployment = _workload("Deployment", "kubenexus-placement")
+@pytest.mark.parametrize("name", ["kubenexus-placement", "kubenexus-scheduler"])
+def test_the_placement_and_scheduler_pods_pass_restricted(name: str) -> None:
+    deployment = _workload("Deployment", name)
     assert restricted_violations(*_template(deployment)) == set()
 
 
@@ -226,7 +227,7 @@ def _container(name: str) -> Callable[[Json], Json]:
     [
         (lambda s: s["securityContext"].pop("seccompProfile"), "seccomp"),
         (lambda s: s["securityContext"].pop("runAsNonRoot"), "running as non-root"),
-        (lambda s: _container("binder")(s)["securityContext"].update({"runAsUser": 0}), "running as non-root user"),
+        (lambda s: _container("placement")(s)["securityContext"].update({"runAsUser": 0}), "running as non-root user"),
         (lambda s: _container("extender")(s).update({"securityContext": {}}), "privilege escalation"),
         (
             lambda s: _container("placement")(s)["securityContext"].update({"capabilities": {"add": ["NET_RAW"]}}),

@@ -26,6 +26,7 @@ from placement.shim.client import PlacementClient, ServiceError
 from placement.state.cluster_index import ClusterIndex
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import kubelet, nvswitch_node
+from tests.test_shim_deploy import binder_container
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "deploy.md"
@@ -165,7 +166,7 @@ def test_the_real_service_admits_the_shims_and_refuses_kube_schedulers_writes(ma
     )
     server = RunningServer(PlacementEngine.over(index), options)
     try:
-        binder_dials = build_parser().parse_args(_container_args("binder")).service.rpartition(":")[0]
+        binder_dials = build_parser().parse_args(binder_container()["args"]).service.rpartition(":")[0]
         extender_dials = build_parser().parse_args(_container_args("extender")).service.rpartition(":")[0]
         as_binder = _client(made_by_hand, "scheduler-client", server.address, binder_dials)
         assert as_binder.reserve(_pod("a"), ["h100"]).reserved

@@ -27,13 +27,13 @@ Key = tuple[str, str, str]  # kind, namespace, name
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 CHART = DEPLOY / "helm" / "kubenexus"
-# The plain YAML the default render must reproduce; the CRD travels in the chart's crds/ (Helm applies it
-# first and never templates it), the scheduler configuration inside extender mode's ConfigMap.
-PLAIN_DIRECTORIES = ("agent", "placement")
+# The plain YAML the default render (plugin mode) must reproduce; the CRD travels in the chart's crds/ (Helm
+# applies it first and never templates it), extender mode's scheduler configuration inside its ConfigMap.
+PLAIN_DIRECTORIES = ("agent", "placement", "kubenexus-scheduler")
 CERT_MANAGER = DEPLOY / "placement" / "cert-manager"
 KUBE_SCHEDULER_CONFIG = DEPLOY / "scheduler" / "kube-scheduler-config.yaml"
 PLUGIN_CONFIG = DEPLOY / "scheduler" / "kubenexus-scheduler-config.yaml"
-PLUGIN_RBAC = DEPLOY / "scheduler" / "kubenexus-scheduler-rbac.yaml"
+PLUGIN_RBAC = DEPLOY / "kubenexus-scheduler" / "01-rbac.yaml"
 # Kinds without an official schema: cert-manager's CRDs (tests/test_deploy_schemas.py checks them).
 NOT_OFFICIAL_GROUPS = {"cert-manager.io"}
 
@@ -142,7 +142,8 @@ def test_extender_mode_runs_a_second_kube_scheduler_with_the_plain_config_and_no
     assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "kubenexus-kube-scheduler"
 
     assert set(_containers(docs, "Deployment", "kubenexus-placement")) == {"placement", "extender"}
-    assert set(_containers(_render(), "Deployment", "kubenexus-placement")) == {"placement", "extender", "binder"}
+    binder = _render({"scheduler": {"mode": "binder"}})
+    assert set(_containers(binder, "Deployment", "kubenexus-placement")) == {"placement", "extender", "binder"}
 
 
 def test_plugin_mode_runs_kubenexus_scheduler_with_the_plain_config_rbac_and_writer_identity() -> None:

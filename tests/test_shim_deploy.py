@@ -4,6 +4,7 @@ shims' code: their flags, their ports, their certificates, the keys they write."
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from helm_python.chart import Chart
 
 from kubenexus.kube.lease_flags import DEFAULT_NAMESPACE
 from kubenexus.kube.paths import NRTS_PATH
@@ -48,7 +50,26 @@ def one(kind: str, name: str | None = None) -> dict[str, Any]:
 
 
 def containers() -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in one("Deployment")["spec"]["template"]["spec"]["containers"]}
+    """The placement pod's containers as deploy/placement ships them (plugin mode), and the binder container as
+    the chart's binder mode adds it."""
+    shipped = {c["name"]: c for c in one("Deployment")["spec"]["template"]["spec"]["containers"]}
+    return {**shipped, "binder": binder_container()}
+
+
+@functools.cache
+def binder_container() -> dict[str, Any]:
+    """The binder container of the placement Deployment in the chart's binder mode."""
+    manifests = Chart.load(DEPLOY / "helm" / "kubenexus").render(
+        {"scheduler": {"mode": "binder"}}, name="kubenexus", namespace="kubenexus-system"
+    )
+    (deployment,) = [
+        doc
+        for text in manifests.values()
+        for doc in yaml.safe_load_all(text)
+        if doc is not None and doc["kind"] == "Deployment" and doc["metadata"]["name"] == "kubenexus-placement"
+    ]
+    (binder,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "binder"]
+    return binder  # type: ignore[no-any-return]
 
 
 def parsed(container: str) -> argparse.Namespace:
@@ -419,8 +440,8 @@ def test_the_plugin_configuration_enables_the_plugin_in_the_kubenexus_profile_an
     assert config["leaderElection"]["resourceNamespace"] == one("Namespace")["metadata"]["name"]
     # PostFilter evicts: granted to kube-scheduler's ServiceAccount, in the namespace the lease is in. Bind
     # writes the placement with the Binding (pods/binding, system:kube-scheduler's): no pod patch.
-    rbac = documents("scheduler")
-    (binding,) = [doc for doc in rbac if doc["kind"] == "ClusterRoleBinding"]
+    rbac = documents("kubenexus-scheduler")
+    (binding,) = [doc for doc in rbac if doc["metadata"]["name"] == "kubenexus-scheduler-plugin" and "roleRef" in doc]
     (subject,) = binding["subjects"]
     assert (subject["name"], subject["namespace"]) == ("kubenexus-kube-scheduler", one("Namespace")["metadata"]["name"])
     (role,) = [
