@@ -77,6 +77,11 @@ def built(unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFa
     return lambda fixture: fixture_topology(fixture, unpack_snapshot, tmp_path_factory)
 
 
+# How long a server a test starts in its own process (the emulator, a gRPC server) may take to come up: a bound
+# against a hang, never a pace. Generous, since a loaded 2-core machine once took more than 10 s.
+STARTUP_TIMEOUT_S = 120.0
+
+
 def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
     """Poll ``condition``, set true by another thread or process, until it holds; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -12,6 +12,7 @@ import grpc
 from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2_grpc
 from placement.service.engine import PlacementEngine
+from tests.conftest import STARTUP_TIMEOUT_S
 
 _T = TypeVar("_T")
 
@@ -36,7 +37,7 @@ class RunningServer:
         return PlacementServer(engine, options)
 
     def _call(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=STARTUP_TIMEOUT_S)
 
     def close(self) -> None:
         self.channel.close()

@@ -66,6 +66,7 @@ import kmock
 from kmock._internal import parsing as kmock_parsing
 
 from tests.api_conformance import custom_resource_violations, violations
+from tests.conftest import STARTUP_TIMEOUT_S
 
 NODES = kmock.resource("", "v1", "nodes")
 NRTS = kmock.resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
@@ -363,7 +364,7 @@ class Emulator:
 
     def __enter__(self) -> Emulator:
         self._thread.start()
-        if not self._ready.wait(10) or self._error is not None:
+        if not self._ready.wait(STARTUP_TIMEOUT_S) or self._error is not None:
             raise RuntimeError(f"the Kubernetes emulator did not start: {self._error!r}")
         return self
 

@@ -42,6 +42,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.gangs import GangCoordinator
 from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
+from tests.conftest import STARTUP_TIMEOUT_S
 from tests.kube_emulator import Emulator, merge_patch, refusal
 
 PODS = kmock.resource("", "v1", "pods")
@@ -260,7 +261,7 @@ class Replica:
     def start(self, *, binder: bool = True) -> Replica:
         self.feed.start()
         self._thread.start()
-        assert self._started.wait(10), "the gRPC server did not start"
+        assert self._started.wait(STARTUP_TIMEOUT_S), "the gRPC server did not start"
         self.client = PlacementClient.connect(f"127.0.0.1:{self.port}")
         self.binder: Binder | None = None
         if binder:
