@@ -122,6 +122,34 @@ def test_the_extender_demands_a_client_certificate_and_binds_only_its_own_pendin
     assert "the cluster does not serve scheduling.x-k8s.io/v1alpha1 podgroups" in errors
 
 
+def test_an_idle_connection_does_not_hold_up_the_extenders_other_callers(
+    cluster: tuple[ShimEmulator, Path, Replica], certificates: Path
+) -> None:
+    """A client that connects and never starts its TLS handshake: kube-scheduler's calls are answered while
+    it holds its socket (the handshake runs on the connection's own thread, not in the accept loop)."""
+    _, kubeconfig, service = cluster
+    port, health = _free_port(), _free_port()
+    extender = _start(
+        "extender", "--kubeconfig", str(kubeconfig), "--service", f"127.0.0.1:{service.port}",
+        "--listen", f"127.0.0.1:{port}", "--tls-cert", str(certificates / "server.crt"),
+        "--tls-key", str(certificates / "server.key"), "--tls-client-ca", str(certificates / "ca.crt"),
+        "--metrics-address", f"127.0.0.1:{health}",
+    )  # fmt: skip
+    scheduler = ssl.create_default_context(cafile=certificates / "ca.crt")
+    scheduler.load_cert_chain(certificates / "client.crt", certificates / "client.key")
+    try:
+        wait_until(lambda: _get(f"http://127.0.0.1:{health}/readyz")[0] == 200, what="the extender's probe")
+        with socket.create_connection(("127.0.0.1", port)):  # connected, silent
+            for _ in range(3):
+                answer = _post(
+                    f"https://127.0.0.1:{port}/filter", {"Pod": pod_object("ours"), "NodeNames": ["h100-a"]}, scheduler
+                )
+                assert answer["NodeNames"] == ["h100-a"]
+    finally:
+        errors = _stop(extender)
+    assert "Traceback" not in errors
+
+
 def test_the_extender_refuses_an_open_address_without_client_certificates(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "placement.main", "extender", "--listen", "0.0.0.0:0"],

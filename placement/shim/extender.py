@@ -83,6 +83,12 @@ log = logging.getLogger("kubenexus.placement.extender")
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# A TLS handshake takes milliseconds; a client silent for this long is dropped.
+HANDSHAKE_TIMEOUT_S = 10.0
+# A kept-alive connection idle for this long is closed: longer than the 90 s after which kube-scheduler's
+# HTTP client (Go's http.Transport, IdleConnTimeout) drops its own idle connections, so that it never sends
+# a request on a connection the extender is closing.
+IDLE_TIMEOUT_S = 120.0
 # Kinds where preemption cannot help: the node's topology or the pod's own intent rules it out.
 _UNRESOLVABLE = frozenset(
     {
@@ -458,9 +464,36 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("extender request", extra={"request": format % args})
 
-    server = ThreadingHTTPServer(address, Handler)
-    server.daemon_threads = True
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    Handler.timeout = IDLE_TIMEOUT_S
+    server = _HTTPServer(address, Handler, tls)
     threading.Thread(target=server.serve_forever, name="extender http", daemon=True).start()
     return server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """The TLS handshake runs on each connection's own thread, within ``HANDSHAKE_TIMEOUT_S``: a client that
+    connects and never handshakes holds that thread until then, never the accept loop (where a listening
+    socket wrapped whole would run it, and one idle socket would stall every caller)."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None
+    ) -> None:
+        super().__init__(address, handler)
+        self._tls = tls
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self._tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            connection = self._tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as error:  # no certificate, another CA, silence, a reset
+            log.debug("extender TLS handshake failed", extra={"client": client_address[0], "error": str(error)})
+            return
+        try:
+            super().finish_request(connection, client_address)
+        finally:
+            connection.close()
