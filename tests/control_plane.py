@@ -126,6 +126,15 @@ class Process:
             stop_group(self.popen, sig, timeout_s)
             self.popen = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets open and answers nothing, as a hung server does."""
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGCONT)
+
     def tail(self) -> str:
         return _log_tail(self.log)
 

@@ -405,6 +405,8 @@ class Emulator:
             verbs=verbs,
             shortnames={"node-res-topo"},
         )
+        # A real API server's readiness endpoint, which ``kubenexus.kube.liveness`` asks.
+        self.kmock["get /readyz"] << b"ok"
         self.kmock["get /api/v1"] << {
             "apiVersion": "v1",
             "kind": "APIResourceList",

@@ -555,6 +555,32 @@ def test_while_the_api_server_is_down_the_service_refuses_decisions_then_catches
     assert reserved.placement.node == node
 
 
+def test_while_the_api_server_is_silent_the_service_refuses_decisions_then_serves_again(
+    cluster: Cluster, running: Running
+) -> None:
+    """kube-apiserver paused (SIGSTOP): its connections stay open and nothing arrives, as from a hung server.
+    The watches cannot tell (their read timeout is minutes), the liveness probe can: within its bound the
+    service is NOT_SERVING and refuses Reserve; once the server answers again it serves, nothing relisted."""
+    node = cluster.add_node(f"silent-{next(_names)}", cpu_node())
+    eventually(lambda: running.verdicts(pod("probe"), [node]), lambda v: v == {node: FEASIBLE}, "the new node")
+    eventually(running.health, lambda status: status == "SERVING", "SERVING")
+    since = len(running.service.logs())
+    cluster.plane.apiserver.pause()
+    try:
+        eventually(running.health, lambda status: status == "NOT_SERVING", "NOT_SERVING while silent")
+        refused = refusal(lambda: running.client.reserve(pod("decided-on-silence"), [node]))
+        assert refused.code == "FAILED_PRECONDITION"
+        silent = "the API server has not answered; the cache may be stale"
+        eventually(lambda: log_count(running, silent, since=since), lambda count: count == 1, "the silence logged")
+    finally:
+        cluster.plane.apiserver.resume()
+    eventually(running.health, lambda status: status == "SERVING", "SERVING once it answers", timeout_s=RESUMED_S)
+    assert log_count(running, "the API server answers again", since=since) == 1
+    assert log_count(running, RELIST, since=since) == 0
+    reserved = running.client.reserve(pod(f"decided-{next(_names)}"), [node])
+    assert reserved.reserved
+
+
 def log_count(running: Running, message: str, *, since: int = 0, **fields: Any) -> int:
     """How many of the service's log lines from the ``since``-th on say ``message`` with ``fields``."""
     return sum(

@@ -52,6 +52,13 @@ class KubeClient:
                 return None
             raise
 
+    def ready(self, timeout_s: float) -> None:
+        """``GET /readyz`` within ``timeout_s``: returns when the API server answers that it is ready."""
+        response = self._call("GET", "/readyz", timeout=(timeout_s, timeout_s))
+        data: bytes = response.read()
+        if response.status != 200:
+            raise _error(response.status, data)
+
     def list(self, path: str, query: Mapping[str, str] | None = None) -> Json:
         return self._json("GET", path, query=query)
 

@@ -14,9 +14,10 @@ or reserved on a node gives them a ``PlacedPod`` (``core.pods.placed_pod``), wha
 are compared before they are written, so a Node or Pod status update that changes nothing the plugins
 read bumps no version.
 
-``ClusterFeed.synced`` is True only once every initial list has landed and while every watch is
-connected. The service reports NOT_SERVING on its health check and refuses decisions while it is
-False: a cache that is known to miss events must not place pods (it could double-book a cell).
+``ClusterFeed.synced`` is True only once every initial list has landed, while every watch is connected and
+while the API server answers (``kubenexus.kube.liveness``: a hung server keeps its watches open and silent).
+The service reports NOT_SERVING on its health check and refuses decisions while it is False: a cache that
+is known to miss events, or may, must not place pods (it could double-book a cell).
 
 State rebuild: everything the service needs to continue after a restart or a failover is in the API,
 so the first lists rebuild it. Bound pods carry our ``assigned-numa-nodes`` / ``assigned-gpus``
@@ -35,6 +36,7 @@ from typing import Any, TypeVar
 
 from kubenexus.kube.backoff import Backoff
 from kubenexus.kube.client import Json, KubeClient
+from kubenexus.kube.liveness import ApiLiveness
 from kubenexus.kube.paths import (
     NAMESPACES_PATH,
     NODES_PATH,
@@ -142,12 +144,15 @@ class ClusterFeed:
             backoff=backoff,
             on_node_devices=self._topology.infer,
         )
+        # A hung API server keeps the watches open and silent: the cache may be stale though they look connected.
+        self.liveness = ApiLiveness(api, stop=self._stop)
         self._threads: list[threading.Thread] = []
 
     @property
     def synced(self) -> bool:
-        """Every initial list landed and every watch is connected: decisions may be served."""
-        return all(reflector.healthy for reflector in self._reflectors) and self._dra.synced
+        """Every initial list landed, every watch is connected and the API server answers: decisions may be
+        served."""
+        return all(reflector.healthy for reflector in self._reflectors) and self._dra.synced and self.liveness.answering
 
     @property
     def relists(self) -> int:
@@ -165,6 +170,9 @@ class ClusterFeed:
             thread = threading.Thread(target=reflector.run, name=f"feed {reflector.path}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        liveness = threading.Thread(target=self.liveness.run, name="feed API liveness", daemon=True)
+        liveness.start()
+        self._threads.append(liveness)
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Block until ``synced`` (True) or ``timeout_s`` passed (False)."""
