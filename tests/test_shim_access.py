@@ -23,6 +23,7 @@ import pytest
 
 from kubenexus.kube.client import connect
 from placement.core.annotations import FIELD_MANAGER
+from placement.shim.extender import DEFAULT_CALLER, _refusal
 from tests.conftest import wait_until
 from tests.machines.node_topologies import nvswitch_node
 from tests.shim_cluster import Replica, ShimEmulator, pod_object, publish_nodes, replica
@@ -97,7 +98,7 @@ def test_the_extender_demands_a_client_certificate_and_binds_only_its_own_pendin
         "extender", "--kubeconfig", str(kubeconfig), "--service", f"127.0.0.1:{service.port}",
         "--listen", f"127.0.0.1:{port}", "--tls-cert", str(certificates / "server.crt"),
         "--tls-key", str(certificates / "server.key"), "--tls-client-ca", str(certificates / "ca.crt"),
-        "--metrics-address", f"127.0.0.1:{health}",
+        "--metrics-address", f"127.0.0.1:{health}", "--writer-identity", "client",
     )  # fmt: skip
     try:
         wait_until(lambda: _get(f"http://127.0.0.1:{health}/readyz")[0] == 200, what="the extender's probe")
@@ -111,6 +112,17 @@ def test_the_extender_demands_a_client_certificate_and_binds_only_its_own_pendin
         def bind(name: str) -> Any:
             return _post(f"{base}/bind", {"PodName": name, "PodNamespace": "default", "Node": "h100-a"}, scheduler)
 
+        # Another identity from the same CA reads, and may not bind (as it may not reserve through gRPC).
+        reader = ssl.create_default_context(cafile=certificates / "ca.crt")
+        reader.load_cert_chain(certificates / "reader.crt", certificates / "reader.key")
+        assert _post(f"{base}/filter", {"Pod": pod_object("ours"), "NodeNames": ["h100-a"]}, reader)["NodeNames"]
+        try:
+            _post(f"{base}/bind", {"PodName": "ours", "PodNamespace": "default", "Node": "h100-a"}, reader)
+        except urllib.error.HTTPError as error:
+            with error:
+                refused = (error.code, json.loads(error.read())["error"])
+        assert refused == (403, "client 'reader' may not bind: only client (--writer-identity) may")
+        assert emulator.bindings == []
         assert "belongs to scheduler 'default-scheduler'" in bind("foreign")["Error"]
         assert "already bound" in bind("bound")["Error"]
         assert bind("ours") == {"Error": ""}
@@ -120,6 +132,21 @@ def test_the_extender_demands_a_client_certificate_and_binds_only_its_own_pendin
     assert "Traceback" not in errors
     # The command reads the gang APIs (this cluster serves none of them: each skipped in one line).
     assert "the cluster does not serve scheduling.x-k8s.io/v1alpha1 podgroups" in errors
+
+
+@pytest.mark.parametrize(
+    ("names", "refused"),
+    [
+        (["kubenexus-kube-scheduler"], ""),
+        (["reader"], "client 'reader' may not bind: only kubenexus-kube-scheduler (--writer-identity) may"),
+        ([], "this one names none"),
+        (["kubenexus-kube-scheduler", "reader"], "this one names 'kubenexus-kube-scheduler', 'reader'"),
+    ],
+)
+def test_bind_answers_one_writer_identity_and_no_certificate_naming_several(names: list[str], refused: str) -> None:
+    reason = _refusal(names, frozenset({DEFAULT_CALLER}))
+    assert (reason == "") == (refused == "")
+    assert refused in reason
 
 
 def test_an_idle_connection_does_not_hold_up_the_extenders_other_callers(

@@ -230,6 +230,8 @@ def test_every_listener_on_a_pod_address_requires_a_client_certificate() -> None
     assert serve.writer_identity == [client_cn] == ["kubenexus-scheduler"]
     assert serve.admin_identity == []
     assert extender.scheduler_name == SCHEDULER_NAME
+    # bind only for kube-scheduler's client certificate, the one its extender tlsConfig presents.
+    assert extender.writer_identity == [certificates()["kubenexus-kube-scheduler-client-tls"]["spec"]["commonName"]]
 
 
 def test_the_shims_call_the_service_with_the_client_certificate() -> None:

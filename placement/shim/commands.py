@@ -27,7 +27,7 @@ from kubenexus.kube.leader import LeaderElector, LeaseConfig
 from placement.core.annotations import FIELD_MANAGER
 from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient, TlsFiles
-from placement.shim.extender import Extender, serve
+from placement.shim.extender import DEFAULT_CALLER, Extender, serve
 
 log = logging.getLogger("kubenexus.placement.shim")
 
@@ -59,7 +59,8 @@ def run_extender(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
     )
     try:
-        server = serve(extender, (host, port), prefix=args.url_prefix.rstrip("/"), tls=tls)
+        writers = frozenset(args.writer_identity or (DEFAULT_CALLER,))
+        server = serve(extender, (host, port), prefix=args.url_prefix.rstrip("/"), tls=tls, writers=writers)
         endpoint = _endpoint(args.metrics_address, ready=lambda: True, not_ready="")
     except (OSError, ValueError) as error:
         log.error("cannot listen", extra={"address": args.listen, "error": str(error)})

@@ -83,6 +83,9 @@ log = logging.getLogger("kubenexus.placement.extender")
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# The Subject CN of kube-scheduler's client certificate as deployed (deploy/placement/cert-manager): the
+# identity that may call bind.
+DEFAULT_CALLER = "kubenexus-kube-scheduler"
 # A TLS handshake takes milliseconds; a client silent for this long is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
 # A kept-alive connection idle for this long is closed: longer than the 90 s after which kube-scheduler's
@@ -418,15 +421,26 @@ def _binding_args(args: Json) -> tuple[str, str, str]:
 
 
 def serve(
-    extender: Extender, address: tuple[str, int], *, prefix: str = "", tls: ssl.SSLContext | None = None
+    extender: Extender,
+    address: tuple[str, int],
+    *,
+    prefix: str = "",
+    tls: ssl.SSLContext | None = None,
+    writers: frozenset[str] = frozenset({DEFAULT_CALLER}),
 ) -> ThreadingHTTPServer:
-    """Start the HTTP server on its own thread; ``shutdown()`` stops it. Paths: ``{prefix}/filter`` etc."""
+    """Start the HTTP server on its own thread; ``shutdown()`` stops it. Paths: ``{prefix}/filter`` etc.
+
+    With client certificates required (``tls`` verifying them), ``bind`` (which reserves and binds) answers
+    only a certificate whose Subject CN is one of ``writers`` (kube-scheduler's), as the service's gRPC
+    port lets only its writer identities reserve; any certificate from the CA may call the other verbs,
+    which decide nothing. A certificate naming several CNs is refused: whose would it be?"""
     routes: dict[str, Callable[[Json], Any]] = {
         f"{prefix}/filter": extender.filter,
         f"{prefix}/prioritize": extender.prioritize,
         f"{prefix}/preempt": extender.preempt,
         f"{prefix}/bind": extender.bind,
     }
+    authenticate = tls is not None and tls.verify_mode == ssl.CERT_REQUIRED
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -443,6 +457,11 @@ def serve(
                 if not 0 < length <= MAX_BODY_BYTES:
                     raise BadRequest(f"a JSON body of 1 to {MAX_BODY_BYTES} bytes is required")
                 body = json.loads(self.rfile.read(length))
+                if authenticate and route == extender.bind:  # after the body: the connection stays usable
+                    refused = _refusal(caller_of(self.connection), writers)
+                    if refused:
+                        self._answer(HTTPStatus.FORBIDDEN, {"error": refused})
+                        return
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
                 self._answer(HTTPStatus.OK, route(body))
@@ -468,6 +487,24 @@ def serve(
     server = _HTTPServer(address, Handler, tls)
     threading.Thread(target=server.serve_forever, name="extender http", daemon=True).start()
     return server
+
+
+def caller_of(connection: Any) -> list[str]:
+    """The Subject CNs of the client certificate ``connection`` (an ``ssl.SSLSocket``) presented."""
+    certificate = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
+    subject: tuple[tuple[tuple[str, str], ...], ...] = (certificate or {}).get("subject", ())  # type: ignore[assignment]
+    return [value for name in subject for key, value in name if key == "commonName"]
+
+
+def _refusal(names: list[str], writers: frozenset[str]) -> str:
+    """Why a caller with these CNs may not bind ("" when it may)."""
+    if len(names) != 1:
+        found = "none" if not names else ", ".join(repr(name) for name in names)
+        return f"bind needs a client certificate naming one identity (Subject CN); this one names {found}"
+    if names[0] not in writers:
+        allowed = ", ".join(sorted(writers))
+        return f"client {names[0]!r} may not bind: only {allowed} (--writer-identity) may"
+    return ""
 
 
 class _HTTPServer(ThreadingHTTPServer):

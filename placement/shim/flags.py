@@ -89,6 +89,14 @@ def add_extender_arguments(parser: argparse.ArgumentParser) -> None:
         help="require kube-scheduler's client certificate, signed by this CA (the extender's tlsConfig)",
     )
     parser.add_argument(
+        "--writer-identity",
+        action="append",
+        metavar="CN",
+        help="with --tls-client-ca, the client certificate Subject CN that may call bind, which reserves and "
+        "binds (repeatable; default: kubenexus-kube-scheduler); any certificate from the CA may call filter, "
+        "prioritize and preempt",
+    )
+    parser.add_argument(
         "--insecure",
         action="store_true",
         help="serve a non-loopback address without client certificates (development only)",
