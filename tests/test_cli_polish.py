@@ -56,6 +56,15 @@ def is_defaulted_option(action: argparse.Action) -> bool:
 
 
 @pytest.mark.parametrize(("name", "build", "entry"), PROGRAMS, ids=PROGRAM_IDS)
+def test_no_help_shows_raw_markup(
+    name: str, build: Callable[[], argparse.ArgumentParser], entry: Callable[[list[str]], int]
+) -> None:
+    """A terminal shows --help as it is: reStructuredText's ``literal`` marks, copied from a docstring, are noise."""
+    raw = [path for path, parser in walk(build(), name) if "``" in parser.format_help()]
+    assert raw == []
+
+
+@pytest.mark.parametrize(("name", "build", "entry"), PROGRAMS, ids=PROGRAM_IDS)
 def test_every_flag_has_help_and_every_default_is_shown(
     name: str, build: Callable[[], argparse.ArgumentParser], entry: Callable[[list[str]], int]
 ) -> None:

@@ -435,6 +435,17 @@ def test_run_demo_prints_every_decision_and_the_grpcurl_commands() -> None:
     assert "kubenexus.placement.v1.Placement/GetNodeTopology" in text
 
 
+def test_the_block_docs_demo_shows_is_what_the_demo_prints() -> None:
+    """docs/demo.md explains the output on its first block: that block, verbatim, from the embedded cluster."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "demo.md").read_text()
+    explained = text.split("## What the output means", 1)[1]
+    shown = explained.split("```\n", 2)[1]
+    out = io.StringIO()
+    run_demo(build_demo_cluster(), out=out, listen_address="127.0.0.1:50051")
+    assert shown.startswith("[1] ")
+    assert shown in out.getvalue()
+
+
 def test_printed_explain_command_tolerates_the_gpu_taint_and_fits() -> None:
     """The Explain the demo prints asks about a GPU pod on a GPU node: with its toleration it gets the
     NV12 pair on NUMA 1 of dgx-a100-0 (docs/demo.md), without it the node's taint refuses it."""

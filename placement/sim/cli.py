@@ -92,12 +92,17 @@ class ProgressBar:
         self.stream.flush()
 
 
+def _help_text(docstring: str | None) -> str:
+    """The module docstring as a terminal shows it: reStructuredText's literal markup (````x````) dropped."""
+    return (docstring or "").replace("``", "")
+
+
 def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``simulate`` on an ``argparse`` subparsers object; ``run_simulate`` runs it."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "simulate",
         help="compare placement policies on the Alibaba GPU trace",
-        description=__doc__,
+        description=_help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_arguments(parser)
@@ -310,7 +315,9 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """``python -m placement.sim``: the flags of ``kubenexus-placement simulate``, as a program of its own."""
     parser = argparse.ArgumentParser(
-        prog="python -m placement.sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m placement.sim",
+        description=_help_text(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_arguments(parser)
