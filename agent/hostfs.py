@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 
 from kubenexus.topology.cpulist import MAX_CPUS, parse_cpulist, parse_cpumask
@@ -33,6 +34,8 @@ _NOT_REGULAR = (
 )
 # O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal must not become ours.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# C0 and C1 control characters but tab and newline (NUL included: C strings' padding in some attributes).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class HostFSError(Exception):
@@ -176,4 +179,7 @@ def _require_regular_file(path: str, mode: int) -> None:
 
 
 def _decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace").replace("\x00", "")
+    """UTF-8 text without control characters but tab and newline: no kernel attribute holds one, and an
+    escape sequence in a hostile file (a ``model name`` that recolours or clears a terminal) must not reach
+    the terminal that prints what was discovered, nor the labels and annotations published from it."""
+    return _CONTROL.sub("", data.decode("utf-8", errors="replace"))

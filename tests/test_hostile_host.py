@@ -267,6 +267,18 @@ def test_an_impossible_value_is_a_warning_not_a_fact(host: Path, relative: str, 
     assert_no_impossible_fact(topology)
 
 
+def test_escape_sequences_in_a_host_file_never_reach_the_terminal_or_the_model(host: Path) -> None:
+    """A ``model name`` carrying terminal escapes (clear the screen, set the window title, ring the bell):
+    the control characters are dropped when read, so neither the model nor the table a terminal shows carries
+    one; what is left is printable text."""
+    (host / "proc" / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Evil\x1b[2J\x1b]0;owned\x07 CPU\x9b1m\n")
+    assert discover_capped(host).machine.cpu_model == "Evil[2J]0;owned CPU1m"
+    command = [sys.executable, "-m", "agent.main", "discover", "--host-root", str(host), "--no-nvml"]
+    table = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT_S, check=True, cwd=REPO)
+    assert "Evil[2J]0;owned CPU1m" in table.stdout
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", table.stdout)
+
+
 def test_a_numa_node_id_past_max_numnodes_is_left_out(host: Path, healthy: NodeTopology) -> None:
     """Was: published as cell 5000 (and the distance matrix lost to it)."""
     shutil.copytree(host / NODE / "node1", host / NODE / "node5000", symlinks=True)
