@@ -17,7 +17,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from helm_python.chart import Chart, lint
-from helm_python.errors import HelmRenderError
+from helm_python.errors import HelmValuesError
 
 from tests.test_deploy_pod_security import restricted_violations
 from tests.test_deploy_schemas import NEWEST_KNOWN, OLDEST_SUPPORTED
@@ -191,11 +191,44 @@ def test_binder_mode_renders_no_kube_scheduler() -> None:
     assert not any(name.startswith("kubenexus-kube-scheduler") or name == "kubenexus-scheduler" for name in names)
 
 
-def test_an_unknown_mode_fails_with_one_sentence_naming_it() -> None:
-    with pytest.raises(
-        HelmRenderError, match=r'scheduler.mode "standalone" is not accepted: use binder .*, extender .* or plugin'
-    ):
-        _render({"scheduler": {"mode": "standalone"}})
+@pytest.mark.parametrize(
+    ("values", "refusal"),
+    [
+        (
+            {"scheduler": {"mode": "standalone"}},
+            "at '/scheduler/mode': value must be one of 'binder', 'extender', 'plugin'",
+        ),
+        # null deletes a value in Helm: it rendered kubenexus/agent:%!s(<nil>) before the schema.
+        ({"agent": {"image": {"tag": None}}}, "at '/agent/image': missing property 'tag'"),
+        ({"agent": {"image": {"tag": 1.2}}}, "at '/agent/image/tag': got number, want string"),
+        ({"agent": {"imag": {"tag": "1.2"}}}, "at '/agent': additional properties 'imag' not allowed"),
+        ({"placement": {"replicas": 0}}, "at '/placement/replicas': minimum: got 0, want 1"),
+        ({"imagePullSecrets": ["regcred"]}, "at '/imagePullSecrets/0': got string, want object"),
+    ],
+)
+def test_values_outside_the_schema_fail_naming_the_value(values: Json, refusal: str) -> None:
+    with pytest.raises(HelmValuesError) as refused:
+        _render(values)
+    assert refusal in str(refused.value)
+
+
+def test_pod_extras_land_on_every_pod_of_every_mode() -> None:
+    extras = {"podAnnotations": {"example.com/team": "ml"}, "priorityClassName": "high", "extraArgs": ["--x=1"]}
+    values = {"imagePullSecrets": [{"name": "regcred"}], "agent": extras, "placement": extras}
+    for mode in ("binder", "extender", "plugin"):
+        docs = _render({**values, "scheduler": {"mode": mode, "kubeScheduler": extras}})
+        workloads = [doc for doc in docs if doc["kind"] in {"Deployment", "DaemonSet"}]
+        assert len(workloads) == (2 if mode == "binder" else 3)
+        for workload in workloads:
+            template = workload["spec"]["template"]
+            assert template["metadata"]["annotations"]["example.com/team"] == "ml"
+            assert template["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+            assert template["spec"]["priorityClassName"] == "high"
+            first = template["spec"]["containers"][0]
+            assert (first.get("args") or first["command"])[-1] == "--x=1"
+    # The chart's own annotations stay beside them.
+    (agent,) = [doc for doc in docs if doc["kind"] == "DaemonSet"]
+    assert agent["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "9400"
 
 
 def test_values_land_where_they_should() -> None:
