@@ -17,7 +17,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from helm_python.chart import Chart, lint
-from helm_python.errors import HelmValuesError
+from helm_python.errors import HelmRenderError, HelmValuesError
 
 from tests.test_deploy_pod_security import restricted_violations
 from tests.test_deploy_schemas import NEWEST_KNOWN, OLDEST_SUPPORTED
@@ -300,13 +300,38 @@ def test_workload_policies_off_drops_the_config_map_its_flag_and_its_mount() -> 
     }
 
 
+def test_cpu_nodes_get_the_agent_without_nvml_where_the_gpu_daemonset_does_not_go() -> None:
+    docs = _render({"agent": {"cpuNodes": {"enabled": True, "nodeSelector": {"pool": "cpu"}}}})
+    gpu, cpu = (_pod_spec(docs, "DaemonSet", name) for name in ("kubenexus-agent", "kubenexus-agent-cpu"))
+    assert gpu == _pod_spec(_render(), "DaemonSet", "kubenexus-agent")  # the GPU one as deploy/ ships it
+    assert "runtimeClassName" not in cpu  # no NVIDIA runtime on a CPU node
+    [agent] = cpu["containers"]
+    assert agent["args"][-1] == "--no-nvml"
+    assert [variable["name"] for variable in agent["env"]] == ["NODE_NAME"]
+    assert cpu["nodeSelector"] == {"pool": "cpu"}
+    (term,) = cpu["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]
+    # Its own selector: the two DaemonSets' pods stay apart; both are the agent to the NetworkPolicy.
+    [daemonset] = [doc for doc in docs if doc["metadata"]["name"] == "kubenexus-agent-cpu"]
+    assert daemonset["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "cpu-nodes"
+    assert daemonset["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "kubenexus-agent"
+    assert [doc["metadata"]["name"] for doc in _render() if doc["kind"] == "DaemonSet"] == ["kubenexus-agent"]
+
+
+def test_cpu_nodes_need_a_gpu_node_selector_to_stay_apart_from() -> None:
+    with pytest.raises(HelmRenderError, match=r"agent\.cpuNodes\.enabled needs agent\.nodeSelector"):
+        _render({"agent": {"cpuNodes": {"enabled": True}, "nodeSelector": {"nvidia.com/gpu.present": None}}})
+
+
 @pytest.mark.parametrize("version", [OLDEST_SUPPORTED, NEWEST_KNOWN])
 def test_every_rendered_object_of_both_modes_is_valid_under_the_official_schema(version: str) -> None:
     # Most objects are the same in both modes: each distinct one is validated once.
     distinct = {
         json.dumps(doc, sort_keys=True): doc
         for mode in ("binder", "extender", "plugin")
-        for doc in _render({"scheduler": {"mode": mode}, "tls": {"certManager": True}})
+        for doc in _render(
+            {"scheduler": {"mode": mode}, "tls": {"certManager": True}, "agent": {"cpuNodes": {"enabled": True}}}
+        )
         if doc["apiVersion"].partition("/")[0] not in NOT_OFFICIAL_GROUPS
     }
     problems = []
