@@ -35,6 +35,7 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
     is used only when ``nvml_with_host_root`` says that root is this machine's (a DaemonSet mounting
     the host's /sys at /host), never for a snapshot of another machine.
     """
+    fs.forget_links()
     check_host_root(fs)
     cpu = discover_machine(fs)
     numa = discover_numa(fs, online_cpus=cpu.machine.online_cpus, cpu_id_limit=cpu.cpu_id_limit)

@@ -3,7 +3,8 @@
 The root is chosen once (``--host-root``, default ``/``) and carried explicitly, so that
 a captured snapshot of another machine reads exactly like a live host. Call sites write
 absolute host paths (``"/sys/devices/system/node"``). Symbolic links are resolved inside
-the root: an absolute link target in a snapshot means the snapshot's own tree.
+the root: an absolute link target in a snapshot means the snapshot's own tree, and no link (absolute, or
+climbing with ``..``) leads a read out of the root.
 
 Only regular files are read, and at most ``ATTRIBUTE_MAX_BYTES`` of each: a FIFO, device or socket, or a
 file larger than any the kernel writes there, is a ``HostFSError`` (a warning to the sources), never a
@@ -20,6 +21,7 @@ import stat
 from kubenexus.topology.cpulist import MAX_CPUS, parse_cpulist, parse_cpumask
 
 _MAX_LINKS = 40
+_MAX_CACHED_DIRECTORIES = 65536
 MAX_NUMA_NODES = 1024  # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): every node id is below it
 # The most a sysfs attribute can hold is PAGE_SIZE (up to 64 KiB on arm64/ppc64 kernels); the CPU
 # lists and masks that outgrew it are binary attributes whose longest form (8192 CPUs, every other
@@ -51,6 +53,7 @@ class HostFS:
     def __init__(self, root: str = "/") -> None:
         self.root = os.path.abspath(root)
         self._prefix = "" if self.root == "/" else self.root
+        self._directories: dict[str, str] = {}  # a directory's host path -> its path with links resolved
 
     @property
     def is_live(self) -> bool:
@@ -58,8 +61,16 @@ class HostFS:
         return self.root == "/"
 
     def host_path(self, path: str) -> str:
-        """The local path for a host path such as ``/sys/bus/pci``."""
+        """The local path for a host path such as ``/sys/bus/pci``, its links left to the OS (live only)."""
         return f"{self._prefix}/{path.lstrip('/')}"  # os.path.join's result, at a fraction of its cost per read
+
+    def _local(self, path: str) -> str:
+        """The local path to open for a host path: under another root, every link resolved inside the root
+        first (``realpath``), so that an absolute link, or one with enough ``..``, never leads the OS out of
+        it (to this machine's own /etc). The live root is the host itself: its links are the host's."""
+        if self.is_live:
+            return path
+        return self.host_path(self.realpath(path))
 
     def read_text(self, path: str) -> str:
         """The whole file; one larger than ``ATTRIBUTE_MAX_BYTES`` raises HostFSError rather than being cut short."""
@@ -101,7 +112,7 @@ class HostFS:
     def listdir(self, path: str) -> list[str]:
         """Entry names, sorted; a missing or unreadable directory raises HostFSError."""
         try:
-            return sorted(os.listdir(self.host_path(path)))
+            return sorted(os.listdir(self._local(path)))
         except FileNotFoundError:
             raise HostFSError(path, "missing") from None
         except NotADirectoryError:
@@ -110,15 +121,39 @@ class HostFS:
             raise HostFSError(path, f"unreadable ({error.strerror or error})") from None
 
     def is_dir(self, path: str) -> bool:
-        return os.path.isdir(self.host_path(path))
+        try:
+            return os.path.isdir(self._local(path))
+        except HostFSError:  # a loop of links
+            return False
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(self.host_path(path))
+        try:
+            return os.path.exists(self._local(path))
+        except HostFSError:
+            return False
 
     def realpath(self, path: str) -> str:
-        """Resolve links inside the root and return the host path (``/sys/devices/...``)."""
-        resolved = "/"
-        pending = [part for part in path.split("/") if part]
+        """Resolve links inside the root and return the host path (``/sys/devices/...``).
+
+        Each directory is resolved once per discovery pass (``forget_links``), from its own resolved parent,
+        and a path's last component on every call: a read under another root costs one ``lstat`` more than
+        the OS's own walk, not one per component."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if not name or name in (".", ".."):
+            return self._walk("/", path, _parts(path))
+        base = self._directories.get(parent)
+        if base is None:
+            base = self.realpath(parent) if parent else "/"
+            if len(self._directories) >= _MAX_CACHED_DIRECTORIES:
+                self._directories.clear()
+            self._directories[parent] = base
+        return self._walk(base, path, [name])
+
+    def forget_links(self) -> None:
+        """Resolve every link afresh from now on: a device may have come or gone since the last pass."""
+        self._directories.clear()
+
+    def _walk(self, resolved: str, path: str, pending: list[str]) -> str:
         hops = 0
         while pending:
             part = pending.pop(0)
@@ -133,10 +168,13 @@ class HostFS:
                 hops += 1
                 if hops > _MAX_LINKS:
                     raise HostFSError(path, "too many levels of symbolic links")
-                target = os.readlink(local)
+                try:
+                    target = os.readlink(local)
+                except OSError as error:
+                    raise HostFSError(path, f"unreadable link ({error.strerror or error})") from None
                 if target.startswith("/"):
                     resolved = "/"
-                pending = [p for p in target.split("/") if p] + pending
+                pending = _parts(target) + pending
                 continue
             resolved = candidate
         return resolved
@@ -148,10 +186,12 @@ class HostFS:
         have effects) and again on the open descriptor, since the file may have been swapped between
         the two; the non-blocking open keeps that window from hanging the agent.
         """
-        local = self.host_path(path)
+        local = self._local(path)
+        # Under another root every link is resolved already: one swapped in since is refused, not followed.
+        flags = _OPEN_FLAGS if self.is_live else _OPEN_FLAGS | os.O_NOFOLLOW
         try:
             _require_regular_file(path, os.stat(local).st_mode)
-            descriptor = os.open(local, _OPEN_FLAGS)
+            descriptor = os.open(local, flags)
         except FileNotFoundError:
             raise HostFSError(path, "missing") from None
         except OSError as error:
@@ -167,6 +207,10 @@ class HostFS:
             raise HostFSError(path, f"unreadable ({error.strerror or error})") from None
         finally:
             os.close(descriptor)
+
+
+def _parts(path: str) -> list[str]:
+    return [part for part in path.split("/") if part]
 
 
 def _require_regular_file(path: str, mode: int) -> None:

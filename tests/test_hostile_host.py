@@ -202,8 +202,11 @@ def test_a_device_a_socket_and_an_oversized_file_are_refused(host: Path, monkeyp
         (host / "proc/cpuinfo").write_bytes(b"model name\t: Big\n" * 100_000)  # only its head is read
         (host / NODE / "node1/cpulist").write_text("4-7,12-15," * 8_000)
         topology = discover_capped(host)
-    assert_warned(topology, f"/{NODE}/node0/distance", "is a character device, not a regular file")
+    # The link to /dev/zero resolves inside the root, where there is none: the machine's device is never opened.
+    assert_warned(topology, f"/{NODE}/node0/distance", "missing")
     assert_warned(topology, f"/{NODE}/node0/meminfo", "is a socket, not a regular file")
+    with pytest.raises(HostFSError, match="is a character device, not a regular file"):
+        HostFS("/").read_text("/dev/zero")  # on the live root, where a link to a device would lead
     assert_warned(topology, f"/{NODE}/node1/cpulist", "larger than 65536 bytes")
     assert topology.machine.cpu_model == "Big"
     assert (topology.distances, topology.numa_cells[0].memory_bytes) == (None, None)
@@ -265,6 +268,27 @@ def test_an_impossible_value_is_a_warning_not_a_fact(host: Path, relative: str, 
     topology = discover_capped(host)
     assert_warned(topology, f"/{relative}", warning)
     assert_no_impossible_fact(topology)
+
+
+@pytest.mark.parametrize("link", ["/etc/hostname", "../../../../../../../../../../etc/hostname"])
+def test_a_link_never_leads_a_read_out_of_the_host_root(tmp_path: Path, link: str) -> None:
+    """A link in the tree, absolute or climbing past the root with ``..``, resolves inside the root: it reads
+    the root's own /etc/hostname (here: a planted one), never this machine's."""
+    root = tmp_path / "host"
+    attribute = root / "sys" / "devices" / "system" / "node" / "node0" / "cpulist"
+    attribute.parent.mkdir(parents=True)
+    attribute.symlink_to(link)
+    fs = HostFS(str(root))
+    with pytest.raises(HostFSError, match="missing"):
+        fs.read_text("/sys/devices/system/node/node0/cpulist")
+    assert not fs.exists("/sys/devices/system/node/node0/cpulist")
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("inside-the-root\n")
+    fs.forget_links()
+    assert fs.read_str("/sys/devices/system/node/node0/cpulist") == "inside-the-root"
+    # A directory link out of the root, listed: the root's own directory, or missing.
+    (root / "sys" / "escape").symlink_to("/etc")
+    assert fs.listdir("/sys/escape") == ["hostname"]
 
 
 def test_escape_sequences_in_a_host_file_never_reach_the_terminal_or_the_model(host: Path) -> None:
