@@ -43,7 +43,7 @@ from placement.core.workload_policies import (
     WorkloadPolicies,
     parse_workload_policies,
 )
-from placement.demo import build_demo_cluster, run_demo
+from placement.demo import build_demo_cluster, grpcurl_connection, run_demo
 from placement.service.engine import PlacementEngine
 from placement.service.gangs import CoordinatedGangs
 from placement.service.heap import settle_heap
@@ -269,7 +269,11 @@ async def _serve(args: argparse.Namespace) -> int:
             raise StartError(str(error)) from None
         if args.demo:
             address = f"{args.listen.rpartition(':')[0]}:{server.port}"  # the bound port when asked for :0
-            await loop.run_in_executor(None, lambda: run_demo(engine, out=sys.stdout, listen_address=address))
+            tls, mutual = options.tls is not None, args.tls_client_ca is not None
+            connection = grpcurl_connection(tls=tls, client_certificates=mutual)
+            await loop.run_in_executor(
+                None, lambda: run_demo(engine, out=sys.stdout, listen_address=address, connection=connection)
+            )
             sys.stdout.flush()
         ticker = asyncio.create_task(_tick_forever(engine))
         await stop_event.wait()

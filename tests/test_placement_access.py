@@ -100,6 +100,42 @@ def test_a_reservation_is_released_only_by_its_owner_or_an_admin(server: Running
     assert admin.Unreserve(theirs, timeout=10).released
 
 
+@pytest.mark.parametrize(
+    ("subject", "refusal"),
+    [
+        ("/CN=reader/CN=kubenexus-scheduler", "names several identities (Subject CN): 'reader', 'kubenexus-scheduler'"),
+        ("/O=kubenexus", "names no identity (Subject CN)"),
+    ],
+)
+def test_a_certificate_naming_several_identities_or_none_is_refused(
+    server: RunningServer, certificates: Path, tmp_path: Path, subject: str, refusal: str
+) -> None:
+    """Which CN would it be? The first one won silently before: a certificate for reader and for the writer
+    reserved. Refused now, reads and writes alike; so is one without a CN."""
+    key, request, cert = (tmp_path / f"odd.{ext}" for ext in ("key", "csr", "crt"))
+    (tmp_path / "ext").write_text("extendedKeyUsage=clientAuth\n")
+    for args in (
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", str(key), "-out", str(request)],
+        ["x509", "-req", "-in", str(request), "-CA", str(certificates / "ca.crt"), "-CAkey",
+         str(certificates / "ca.key"), "-CAcreateserial", "-days", "1", "-extfile", str(tmp_path / "ext"),
+         "-out", str(cert)],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=(certificates / "ca.crt").read_bytes(),
+        private_key=key.read_bytes(),
+        certificate_chain=cert.read_bytes(),
+    )
+    stub = placement_pb2_grpc.PlacementStub(grpc.secure_channel(server.address, credentials))
+    for call in (
+        lambda: stub.ListNodes(pb.ListNodesRequest(), timeout=10),
+        lambda: stub.Reserve(pb.ReserveRequest(pod=_pod("p")), timeout=10),
+    ):
+        code, message = _refused(call)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        assert refusal in message
+
+
 def test_a_client_without_a_certificate_cannot_connect(server: RunningServer, certificates: Path) -> None:
     anonymous = grpc.ssl_channel_credentials(root_certificates=(certificates / "ca.crt").read_bytes())
     stub = placement_pb2_grpc.PlacementStub(grpc.secure_channel(server.address, anonymous))

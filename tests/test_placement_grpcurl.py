@@ -190,3 +190,35 @@ def test_readme_demo_command_serves_what_it_prints(tmp_path: Path) -> None:
         assert process.stdout is not None
         process.stdout.close()
     assert code == 0
+
+
+@pytest.mark.slow
+def test_the_tls_demo_prints_commands_that_work_over_mutual_tls(certificates: Path) -> None:
+    """`serve --demo` with mutual TLS prints TLS flags, not -plaintext: with the placeholders replaced by a CA
+    and a client certificate, each printed command works as printed."""
+    binary = _grpcurl_binary()
+    command = [
+        sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0",
+        "--tls-cert", str(certificates / "server.crt"), "--tls-key", str(certificates / "server.key"),
+        "--tls-client-ca", str(certificates / "ca.crt"),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    files = {"CA.crt": "ca.crt", "CLIENT.crt": "client.crt", "CLIENT.key": "client.key"}
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("The service keeps running on"):
+                break
+        assert "CA.crt" in process.stdout.readline()  # what the placeholders stand for
+        tries = [process.stdout.readline().strip() for _ in range(3)]
+        assert all(line.startswith("grpcurl -cacert CA.crt -cert CLIENT.crt -key CLIENT.key ") for line in tries)
+        for printed in tries:
+            args = [str(certificates / files[arg]) if arg in files else arg for arg in shlex.split(printed)[1:]]
+            done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=20, check=False)
+            assert done.returncode == 0, (printed, done.stderr)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        assert process.stdout is not None
+        process.stdout.close()
+    assert code == 0

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ READ_ONLY_METHODS = frozenset(
 WRITE_METHODS = frozenset({"Reserve", "Unreserve", "PlaceGang", "Preempt"})
 DEFAULT_WRITER = "kubenexus-scheduler"
 _COMMON_NAME = "x509_common_name"
+_SUBJECT = "x509_subject"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,28 @@ class AccessPolicy:
 
 
 def caller_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
-    """The Subject CN of the client certificate gRPC verified; "" without one."""
-    names = list(context.auth_context().get(_COMMON_NAME) or ())
-    return names[0].decode("utf-8", "replace") if names else ""
+    """The Subject CN of the client certificate gRPC verified; "" without a certificate.
+
+    A certificate naming several CNs, or none, is refused (``Unauthenticated``): gRPC's own
+    ``x509_common_name`` is the first of them, so a certificate for a reader and a writer at once would
+    otherwise be the one its first CN says, silently. The whole subject (``x509_subject``, RFC 2253) tells."""
+    auth = context.auth_context()
+    subjects = list(auth.get(_SUBJECT) or ())
+    if not subjects:
+        first = list(auth.get(_COMMON_NAME) or ())
+        return first[0].decode("utf-8", "replace") if first else ""
+    names = common_names(subjects[0].decode("utf-8", "replace"))
+    if len(names) > 1:
+        listed = ", ".join(repr(name) for name in names)
+        raise Unauthenticated(f"the client certificate names several identities (Subject CN): {listed}")
+    if not names:
+        raise Unauthenticated("the client certificate names no identity (Subject CN)")
+    return names[0]
+
+
+def common_names(subject: str) -> list[str]:
+    """The CN values of an RFC 2253 subject (``CN=b,O=x,CN=a``), in the certificate's order (RFC 2253
+    writes it last attribute first)."""
+    attributes = re.split(r"(?<!\\)[,+]", subject)
+    names = [attribute.strip()[3:].replace("\\", "") for attribute in attributes if attribute.strip().startswith("CN=")]
+    return names[::-1]

@@ -571,8 +571,20 @@ def _annotation_suffix(pod: PodSpec) -> str:
     return f"; {_annotations(pod)}" if pod.annotations else ""
 
 
-def grpcurl_commands(listen_address: str) -> list[str]:
-    """Commands to try against the running demo service (server reflection is on, so no proto files)."""
+PLAINTEXT = "-plaintext"
+
+
+def grpcurl_connection(*, tls: bool, client_certificates: bool) -> str:
+    """grpcurl's flags for how the demo service listens: ``-plaintext``, or the CA that signed its certificate
+    and, when it asks for one, a client certificate (placeholders in capitals: the files are the user's)."""
+    if not tls:
+        return PLAINTEXT
+    return "-cacert CA.crt" + (" -cert CLIENT.crt -key CLIENT.key" if client_certificates else "")
+
+
+def grpcurl_commands(listen_address: str, connection: str = PLAINTEXT) -> list[str]:
+    """Commands to try against the running demo service (server reflection is on, so no proto files);
+    ``connection``: ``grpcurl_connection``'s flags."""
     address = listen_address
     explain = (
         '{"node":"dgx-a100-0","pod":{"namespace":"demo","name":"try-me",'
@@ -588,17 +600,24 @@ def grpcurl_commands(listen_address: str) -> list[str]:
         '"containers":[{"name":"main","requests":{"cpu":"8","memory":"32Gi"},"limits":{"cpu":"8","memory":"32Gi"}}]}}'
     )
     return [
-        f"grpcurl -plaintext {address} list",
-        f"grpcurl -plaintext {address} grpc.health.v1.Health/Check",
-        f"grpcurl -plaintext {address} {SERVICE}/ListNodes",
-        f'grpcurl -plaintext -d \'{{"node":"hgx-h100-0"}}\' {address} {SERVICE}/GetNodeTopology',
-        f"grpcurl -plaintext -d '{explain}' {address} {SERVICE}/Explain",
-        f"grpcurl -plaintext -d '{explain_claim}' {address} {SERVICE}/Explain",
+        f"grpcurl {connection} {address} list",
+        f"grpcurl {connection} {address} grpc.health.v1.Health/Check",
+        f"grpcurl {connection} {address} {SERVICE}/ListNodes",
+        f'grpcurl {connection} -d \'{{"node":"hgx-h100-0"}}\' {address} {SERVICE}/GetNodeTopology',
+        f"grpcurl {connection} -d '{explain}' {address} {SERVICE}/Explain",
+        f"grpcurl {connection} -d '{explain_claim}' {address} {SERVICE}/Explain",
     ]
 
 
-def run_demo(engine: PlacementEngine, *, out: TextIO, listen_address: str = DEFAULT_LISTEN_ADDRESS) -> None:
-    """Schedule the sample mix on ``engine``, print every decision, then the grpcurl commands to try."""
+def run_demo(
+    engine: PlacementEngine,
+    *,
+    out: TextIO,
+    listen_address: str = DEFAULT_LISTEN_ADDRESS,
+    connection: str = PLAINTEXT,
+) -> None:
+    """Schedule the sample mix on ``engine``, print every decision, then the grpcurl commands to try
+    (``connection``: how grpcurl reaches the service, ``grpcurl_connection``)."""
     names = engine.index.node_names()
     counts = Counter(machine_type(n) + (" (DRA)" if DRA_SUFFIX in n else "") for n in names)
     fleet = ", ".join(f"{count} x {stem}" for stem, count in counts.items())
@@ -617,5 +636,7 @@ def run_demo(engine: PlacementEngine, *, out: TextIO, listen_address: str = DEFA
         print_result(number, result, out)
         print(file=out)
     print(f"The service keeps running on {listen_address}. Try:", file=out)
-    for command in grpcurl_commands(listen_address):
+    if connection != PLAINTEXT:
+        print("  (TLS: CA.crt is the CA that signed its certificate; CLIENT.crt/.key a client one it trusts)", file=out)
+    for command in grpcurl_commands(listen_address, connection):
         print(f"  {command}", file=out)
