@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import shlex
@@ -10,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 import pytest
@@ -158,38 +159,39 @@ def test_mutual_tls(certificates: Path) -> None:
         server.close()
 
 
+@contextlib.contextmanager
+def _demo(*flags: str) -> Iterator[tuple[str, IO[str]]]:
+    """`kubenexus-placement serve --demo` as a user starts it, read up to the line that says where it serves:
+    that line, and its output from there; stopped with SIGTERM afterwards, which must exit 0."""
+    command = [sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0", *flags]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    try:
+        serving = next(line for line in process.stdout if line.startswith("The service keeps running on"))
+        yield serving, process.stdout
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        process.stdout.close()
+    assert code == 0
+
+
 @pytest.mark.slow
-def test_readme_demo_command_serves_what_it_prints(tmp_path: Path) -> None:
+def test_readme_demo_command_serves_what_it_prints() -> None:
     """`kubenexus-placement serve --demo` as a user starts it: the grpcurl commands it prints work as printed."""
     binary = _grpcurl_binary()
-    command = [sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert process.stdout is not None
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("The service keeps running on"):
-                break
-        tries = [process.stdout.readline().strip() for _ in range(5)]
+    with _demo() as (serving, output):
+        tries = [output.readline().strip() for _ in range(5)]
         assert all(line.startswith("grpcurl ") for line in tries), tries
-        assert not lines[-1].rstrip().endswith(":0. Try:"), lines[-1]  # the bound port, not the one asked for
+        assert not serving.rstrip().endswith(":0. Try:"), serving  # the bound port, not the one asked for
         for printed in tries:
             args = shlex.split(printed)
             done = subprocess.run([binary, *args[1:]], capture_output=True, text=True, timeout=20, check=False)
             assert done.returncode == 0, (printed, done.stderr)
-        assert (
-            '"status": "SERVING"'
-            in subprocess.run(
-                [binary, *shlex.split(tries[1])[1:]], capture_output=True, text=True, timeout=20, check=False
-            ).stdout
+        health = subprocess.run(
+            [binary, *shlex.split(tries[1])[1:]], capture_output=True, text=True, timeout=20, check=False
         )
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        assert process.stdout is not None
-        process.stdout.close()
-    assert code == 0
+        assert '"status": "SERVING"' in health.stdout
 
 
 @pytest.mark.slow
@@ -197,28 +199,13 @@ def test_the_tls_demo_prints_commands_that_work_over_mutual_tls(certificates: Pa
     """`serve --demo` with mutual TLS prints TLS flags, not -plaintext: with the placeholders replaced by a CA
     and a client certificate, each printed command works as printed."""
     binary = _grpcurl_binary()
-    command = [
-        sys.executable, "-m", "placement.main", "serve", "--demo", "--listen", "127.0.0.1:0",
-        "--tls-cert", str(certificates / "server.crt"), "--tls-key", str(certificates / "server.key"),
-        "--tls-client-ca", str(certificates / "ca.crt"),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tls = ["--tls-cert", str(certificates / "server.crt"), "--tls-key", str(certificates / "server.key")]
     files = {"CA.crt": "ca.crt", "CLIENT.crt": "client.crt", "CLIENT.key": "client.key"}
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("The service keeps running on"):
-                break
-        assert "CA.crt" in process.stdout.readline()  # what the placeholders stand for
-        tries = [process.stdout.readline().strip() for _ in range(3)]
+    with _demo(*tls, "--tls-client-ca", str(certificates / "ca.crt")) as (_, output):
+        assert "CA.crt" in output.readline()  # what the placeholders stand for
+        tries = [output.readline().strip() for _ in range(3)]
         assert all(line.startswith("grpcurl -cacert CA.crt -cert CLIENT.crt -key CLIENT.key ") for line in tries)
         for printed in tries:
             args = [str(certificates / files[arg]) if arg in files else arg for arg in shlex.split(printed)[1:]]
             done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=20, check=False)
             assert done.returncode == 0, (printed, done.stderr)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        assert process.stdout is not None
-        process.stdout.close()
-    assert code == 0
