@@ -458,7 +458,7 @@ def serve(
                     raise BadRequest(f"a JSON body of 1 to {MAX_BODY_BYTES} bytes is required")
                 body = json.loads(self.rfile.read(length))
                 if authenticate and route == extender.bind:  # after the body: the connection stays usable
-                    refused = _refusal(caller_of(self.connection), writers)
+                    refused = _refusal(common_names_of(self.connection), writers)
                     if refused:
                         self._answer(HTTPStatus.FORBIDDEN, {"error": refused})
                         return
@@ -489,7 +489,7 @@ def serve(
     return server
 
 
-def caller_of(connection: Any) -> list[str]:
+def common_names_of(connection: Any) -> list[str]:
     """The Subject CNs of the client certificate ``connection`` (an ``ssl.SSLSocket``) presented."""
     certificate = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
     subject: tuple[tuple[tuple[str, str], ...], ...] = (certificate or {}).get("subject", ())  # type: ignore[assignment]
