@@ -235,7 +235,23 @@ def test_simulate_without_its_trace_names_the_flags_and_the_variable(
     assert line.startswith(f"simulate: no trace file at {tmp_path / 'nowhere'}/traces/alibaba-gpu-v2023/")
     assert "KUBENEXUS_SHARED_DATA" in line
     assert "--nodes and --pods" in line
+    assert "try --sample" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_simulate_runs_on_its_sample_where_the_trace_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`simulate --sample`: a made-up trace in the trace's format, written into --out and run, said so."""
+    monkeypatch.setenv("KUBENEXUS_SHARED_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("_ARGCOMPLETE", raising=False)
+    out = tmp_path / "out"
+    argv = ["simulate", "--sample", "--seeds", "1", "--policies", "default,ours", "--no-plots", "--out", str(out)]
+    assert placement.main.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "a made-up sample trace, not the trace" in captured.err
+    assert [line.split(" |")[0] for line in captured.out.splitlines()[2:]] == ["| default", "| ours"]
+    assert {"sample-nodes.csv", "sample-pods.csv", "summary.csv"} <= {path.name for path in out.iterdir()}
 
 
 def test_simulate_help_mentions_the_shared_data_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,6 +28,7 @@ from kubenexus import __version__
 from placement.sim.plots import plot_results
 from placement.sim.policies import POLICY_NAMES
 from placement.sim.run import RunResult, arrivals, median_summary, simulate
+from placement.sim.sample import write_sample
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
     DEFAULT_POD_LIST,
@@ -126,6 +127,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CSV",
         help="the trace's pod list (default: %(default)s, from $KUBENEXUS_SHARED_DATA)",
     )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="run on a small made-up trace of the same format instead (written into --out; placement.sim.sample): "
+        "to try the command where the trace is not at hand",
+    )
     policies = parser.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
@@ -182,6 +189,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
         print("simulate: --seeds, --subsample and --jobs must be at least 1", file=sys.stderr)
         return 2
+    if args.sample:
+        args.nodes, args.pods = write_sample(args.out)
+        print(f"simulate: a made-up sample trace, not the trace: {args.nodes}, {args.pods}", file=sys.stderr)
     missing = missing_trace(args.nodes, args.pods)
     if missing is not None:
         print(f"simulate: {missing}", file=sys.stderr)

@@ -296,7 +296,7 @@ def missing_trace(*paths: Path) -> str | None:
         return None
     return (
         f"no trace file at {missing}: set KUBENEXUS_SHARED_DATA to the shared data folder (the one holding "
-        f"{TRACE_DIR}/) or pass --nodes and --pods"
+        f"{TRACE_DIR}/) or pass --nodes and --pods, or try --sample (a small made-up trace)"
     )
 
 
