@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from kubenexus.addresses import is_loopback
 from placement.api.access import DEFAULT_WRITER, AccessPolicy
+from placement.api.certificates import ServerCertificates
 from placement.api.interceptor import SERVICE_NAME, StatusInterceptor
 from placement.api.metrics import PlacementMetrics
 from placement.api.node_names import keyed_parser
@@ -110,15 +111,6 @@ def _add_placement(servicer: PlacementServicer, server: grpc.aio.Server) -> None
     server.add_registered_method_handlers(SERVICE_NAME, methods)
 
 
-def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
-    try:
-        key, cert = tls.key.read_bytes(), tls.cert.read_bytes()
-        ca = tls.client_ca.read_bytes() if tls.client_ca is not None else None
-    except OSError as error:
-        raise ValueError(f"cannot read a TLS file: {error}") from None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
-
-
 class PlacementServer:
     """The gRPC server around one engine: ``await start()`` (returns the port), ``await stop()``."""
 
@@ -147,10 +139,16 @@ class PlacementServer:
         )
         self._health_task: asyncio.Task[None] | None = None
         self.port = 0
+        self.certificates: ServerCertificates | None = None  # with TLS, once started
 
     async def _in_pool(self, work: Callable[[], _T]) -> _T:
         # Cancelling the awaiting coroutine cancels the pool future too, so queued work never starts.
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+    def _certificates(self, tls: TlsFiles) -> ServerCertificates:
+        """The TLS files, read again at a new connection's handshake once they change (renewal)."""
+        self.certificates = ServerCertificates(tls)
+        return self.certificates
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
@@ -160,7 +158,7 @@ class PlacementServer:
             port = (
                 self._server.add_insecure_port(listen)
                 if tls is None
-                else self._server.add_secure_port(listen, _credentials(tls))
+                else self._server.add_secure_port(listen, self._certificates(tls).credentials())
             )
         except RuntimeError as error:
             raise ValueError(f"cannot listen on {listen}: {error}") from None
