@@ -9,6 +9,7 @@ extender with the real kube-scheduler and API server: tests/test_cluster_extende
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import ssl
 import subprocess
@@ -27,6 +28,7 @@ from placement.shim.extender import DEFAULT_CALLER, _refusal
 from tests.conftest import wait_until
 from tests.machines.node_topologies import nvswitch_node
 from tests.shim_cluster import Replica, ShimEmulator, pod_object, publish_nodes, replica
+from tools.throwaway_certificates import make_certificates
 
 pytestmark = pytest.mark.slow
 
@@ -174,6 +176,50 @@ def test_an_idle_connection_does_not_hold_up_the_extenders_other_callers(
                 assert answer["NodeNames"] == ["h100-a"]
     finally:
         errors = _stop(extender)
+    assert "Traceback" not in errors
+
+
+def test_the_extender_serves_renewed_tls_files_without_a_restart(
+    cluster: tuple[ShimEmulator, Path, Replica], tmp_path: Path
+) -> None:
+    """Its certificate, key and client CA replaced under it (a renewed Secret, a new CA too): the next
+    connection gets the new certificate, and a client of the old CA is refused."""
+    _, kubeconfig, service = cluster
+    issued = {}
+    for name in ("first", "second"):
+        issued[name] = tmp_path / name
+        issued[name].mkdir()
+        make_certificates(issued[name], ["client"])
+    live = tmp_path / "live"
+    live.mkdir()
+
+    def install(name: str) -> None:
+        for file in ("server.crt", "server.key", "ca.crt"):
+            shutil.copyfile(issued[name] / file, live / file)
+
+    def client(name: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=issued[name] / "ca.crt")
+        context.load_cert_chain(issued[name] / "client.crt", issued[name] / "client.key")
+        return context
+
+    install("first")
+    port, health = _free_port(), _free_port()
+    extender = _start(
+        "extender", "--kubeconfig", str(kubeconfig), "--service", f"127.0.0.1:{service.port}",
+        "--listen", f"127.0.0.1:{port}", "--tls-cert", str(live / "server.crt"), "--tls-key", str(live / "server.key"),
+        "--tls-client-ca", str(live / "ca.crt"), "--metrics-address", f"127.0.0.1:{health}",
+    )  # fmt: skip
+    url, body = f"https://127.0.0.1:{port}/filter", {"Pod": pod_object("ours"), "NodeNames": ["h100-a"]}
+    try:
+        wait_until(lambda: _get(f"http://127.0.0.1:{health}/readyz")[0] == 200, what="the extender's probe")
+        assert _post(url, body, client("first"))["NodeNames"] == ["h100-a"]
+        install("second")
+        assert _post(url, body, client("second"))["NodeNames"] == ["h100-a"]
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            _post(url, body, client("first"))
+    finally:
+        errors = _stop(extender)
+    assert "TLS files changed; new connections get the new certificate" in errors
     assert "Traceback" not in errors
 
 

@@ -19,6 +19,8 @@ from typing import Protocol
 
 import grpc
 
+from kubenexus.file_stamps import stamps
+
 log = logging.getLogger("kubenexus.placement.certificates")
 
 
@@ -35,7 +37,7 @@ class ServerCertificates:
     def __init__(self, tls: TlsFilePaths) -> None:
         self._tls = tls
         self._paths = tuple(path for path in (tls.cert, tls.key, tls.client_ca) if path is not None)
-        self._stamp = self._stamps()
+        self._stamp = stamps(self._paths)
         self.initial = self._configuration()  # raises ValueError naming the file when it cannot be read
         self.reloads = 0
 
@@ -54,7 +56,7 @@ class ServerCertificates:
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """None while the files are unchanged (gRPC keeps what it serves); the new configuration once."""
-        stamp = self._stamps()
+        stamp = stamps(self._paths)
         if stamp == self._stamp:
             return None
         try:
@@ -66,17 +68,6 @@ class ServerCertificates:
         self.reloads += 1
         log.info("TLS files changed; new connections get the new certificate", extra={"cert": str(self._tls.cert)})
         return configuration
-
-    def _stamps(self) -> tuple[tuple[int, int] | None, ...]:
-        stamps: list[tuple[int, int] | None] = []
-        for path in self._paths:
-            try:
-                status = path.stat()
-            except OSError:
-                stamps.append(None)
-                continue
-            stamps.append((status.st_mtime_ns, status.st_size))
-        return tuple(stamps)
 
     def _configuration(self) -> grpc.ServerCertificateConfiguration:
         tls = self._tls

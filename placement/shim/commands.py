@@ -28,6 +28,7 @@ from placement.core.annotations import FIELD_MANAGER
 from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient, TlsFiles
 from placement.shim.extender import DEFAULT_CALLER, Extender, serve
+from placement.shim.server_tls import ServerTls
 
 log = logging.getLogger("kubenexus.placement.shim")
 
@@ -136,19 +137,14 @@ def _client_tls(args: argparse.Namespace) -> TlsFiles | None:
     return TlsFiles(ca=args.service_ca, cert=args.service_cert, key=args.service_key)
 
 
-def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ssl.SSLContext | None:
+def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ServerTls | None:
     if cert is None and key is None:
         if client_ca is not None:
             raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
         return None
     if cert is None or key is None:
         raise ValueError("--tls-cert and --tls-key go together")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    if client_ca is not None:
-        context.verify_mode = ssl.CERT_REQUIRED  # kube-scheduler presents its tlsConfig client certificate
-        context.load_verify_locations(cafile=client_ca)
-    return context
+    return ServerTls(cert, key, client_ca)
 
 
 def _wait_for_signal() -> None:

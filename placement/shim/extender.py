@@ -78,6 +78,7 @@ from placement.core.gang_sources import (
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S, DEFAULT_MAX_GANG_HOLD_S, SCHEDULER_NAME
 from placement.shim.gang_directory import GangDirectory, Unresolved
+from placement.shim.server_tls import ServerTls
 
 log = logging.getLogger("kubenexus.placement.extender")
 
@@ -425,12 +426,13 @@ def serve(
     address: tuple[str, int],
     *,
     prefix: str = "",
-    tls: ssl.SSLContext | None = None,
+    tls: ServerTls | None = None,
     writers: frozenset[str] = frozenset({DEFAULT_CALLER}),
 ) -> ThreadingHTTPServer:
     """Start the HTTP server on its own thread; ``shutdown()`` stops it. Paths: ``{prefix}/filter`` etc.
 
-    With client certificates required (``tls`` verifying them), ``bind`` (which reserves and binds) answers
+    ``tls``: HTTPS, its files read again when they change (``ServerTls``). With client certificates required
+    (``tls`` verifying them), ``bind`` (which reserves and binds) answers
     only a certificate whose Subject CN is one of ``writers`` (kube-scheduler's), as the service's gRPC
     port lets only its writer identities reserve; any certificate from the CA may call the other verbs,
     which decide nothing. A certificate naming several CNs is refused: whose would it be?"""
@@ -440,7 +442,7 @@ def serve(
         f"{prefix}/preempt": extender.preempt,
         f"{prefix}/bind": extender.bind,
     }
-    authenticate = tls is not None and tls.verify_mode == ssl.CERT_REQUIRED
+    authenticate = tls is not None and tls.requires_client_certificates
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -514,9 +516,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(
-        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None
-    ) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], tls: ServerTls | None) -> None:
         super().__init__(address, handler)
         self._tls = tls
 
@@ -526,7 +526,7 @@ class _HTTPServer(ThreadingHTTPServer):
             return
         request.settimeout(HANDSHAKE_TIMEOUT_S)
         try:
-            connection = self._tls.wrap_socket(request, server_side=True)
+            connection = self._tls.context().wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError) as error:  # no certificate, another CA, silence, a reset
             log.debug("extender TLS handshake failed", extra={"client": client_address[0], "error": str(error)})
             return
