@@ -205,6 +205,18 @@ def test_pod_patches_are_limited_to_the_keys_the_service_writes() -> None:
     assert binding["validationActions"] == ["Deny"]
 
 
+def test_docs_deploy_names_every_resource_and_verb_the_roles_grant() -> None:
+    """docs/deploy.md's row for 01-rbac.yaml lists every rule, not a subset: an operator reviewing the grants
+    reads them there."""
+    docs = (DEPLOY.parent / "docs" / "deploy.md").read_text()
+    (row,) = [line for line in docs.splitlines() if line.startswith("| `01-rbac.yaml` | ClusterRole, every rule")]
+    rules = [rule for doc in documents("placement") if doc["kind"] in {"ClusterRole", "Role"} for rule in doc["rules"]]
+    missing = sorted(
+        {f"`{name}`" for rule in rules for name in (*rule["resources"], *rule["verbs"]) if f"`{name}`" not in row}
+    )
+    assert missing == []
+
+
 # --- the Deployment: availability, flags, probes, certificates -------------------------------------------------
 
 
