@@ -9,9 +9,15 @@ from agent.sources.cpu import discover_machine
 from agent.sources.numa import discover_numa, link_gpu_memory_cells
 from agent.sources.nvml import discover_gpus
 from agent.sources.pci import discover_pci
-from kubenexus.topology.model import NodeTopology
+from kubenexus.topology.model import DiscoveryWarning, NodeTopology
 from kubenexus.topology.nvlink import nvlink_pair_counts
 from kubenexus.topology.paths import build_device_links
+
+# The link matrix has one entry per pair of GPUs and NICs: quadratic in their count. The largest real boards
+# carry 16 GPUs and a few dozen network functions; a host listing thousands is broken or hostile, and its model
+# would not fit a node annotation either. The first of each (in the sources' order: GPU index, bus id) are
+# modelled, with a warning; discovery stays linear in the functions listed.
+MAX_MODELLED_DEVICES = 128
 
 
 class UnusableHostRoot(Exception):
@@ -42,10 +48,11 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
     cells = frozenset(cell.id for cell in numa.cells)
     pci = discover_pci(fs, cpu_id_limit=cpu.cpu_id_limit, numa_nodes=cells)
     gpus = discover_gpus(fs, pci.devices, nvml=nvml, allow_fake_root=nvml_with_host_root, numa_nodes=cells)
-    numa_cells, gpu_memory_warnings = link_gpu_memory_cells(numa.cells, gpus.gpus)
+    modelled_gpus, modelled_nics = gpus.gpus[:MAX_MODELLED_DEVICES], pci.nics[:MAX_MODELLED_DEVICES]
+    numa_cells, gpu_memory_warnings = link_gpu_memory_cells(numa.cells, modelled_gpus)
     links = build_device_links(
-        gpus.gpus,
-        pci.nics,
+        modelled_gpus,
+        modelled_nics,
         {device.bus_id: device for device in pci.devices},
         nvlink_pair_counts(gpus.gpus),
         gpus.nvml_paths,
@@ -56,9 +63,27 @@ def discover(fs: HostFS, *, nvml: ModuleType | None, nvml_with_host_root: bool =
         distances=numa.distances,
         memory_attributes=numa.memory_attributes,
         pci_devices=pci.devices,
-        nics=pci.nics,
-        gpus=gpus.gpus,
+        nics=modelled_nics,
+        gpus=modelled_gpus,
         links=links,
         gpu_source=gpus.source,
-        warnings=cpu.warnings + numa.warnings + pci.warnings + gpus.warnings + gpu_memory_warnings,
+        warnings=(
+            cpu.warnings
+            + numa.warnings
+            + pci.warnings
+            + gpus.warnings
+            + gpu_memory_warnings
+            + _beyond_the_model("gpu", "GPU", len(gpus.gpus))
+            + _beyond_the_model("net", "network", len(pci.nics))
+        ),
     )
+
+
+def _beyond_the_model(source: str, kind: str, found: int) -> tuple[DiscoveryWarning, ...]:
+    if found <= MAX_MODELLED_DEVICES:
+        return ()
+    message = (
+        f"{found} {kind} functions: only the first {MAX_MODELLED_DEVICES} are modelled (no real node has that many; "
+        "the link matrix grows with the square of the count)"
+    )
+    return (DiscoveryWarning(source, message),)
