@@ -86,6 +86,9 @@ PodObserver = Callable[[tuple[str, str], PodUsage | None, bool], None]
 NominationObserver = Callable[[tuple[str, str], str, int], None]
 
 
+FEED_BACKOFF = Backoff(base_s=0.5, max_s=3.0)
+
+
 class ClusterFeed:
     """Nodes, NRTs and Pods into a ``ClusterIndex`` (and its ``Reservations``); ``start`` / ``stop``.
 
@@ -132,6 +135,9 @@ class ClusterFeed:
                 (POD_DISRUPTION_BUDGETS_PATH, self._facts.budgets),
             )
         }
+        # The service decides nothing while a watch is broken: it retries within seconds of the API server's
+        # return, not the default 30 s cap. Two replicas' dozen watches are no herd for a recovering server.
+        backoff = backoff or FEED_BACKOFF
         self._reflectors = tuple(
             Reflector(api, path, handler, stop=self._stop, watch_timeout_s=watch_timeout_s, backoff=backoff)
             for path, handler in self.handlers.items()
