@@ -44,6 +44,7 @@ from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
 from placement.state.cluster_index import ClusterIndex
 from tests.api_conformance import crd_schemas, custom_resource_violations
+from tests.test_shim_deploy import binder_container
 
 Json = dict[str, Any]
 
@@ -321,16 +322,18 @@ def test_a_misspelt_field_is_caught_by_the_vendored_schema() -> None:
 
 
 def _workload_pods() -> dict[str, tuple[str, Json, set[str]]]:
-    """Workload name -> (namespace, pod labels, container port names) for deploy/agent and deploy/placement."""
+    """Workload name -> (namespace, pod labels, container port names) for deploy/agent and deploy/placement; the
+    placement pod's with the binder container the chart's binder mode adds (its metrics port is scraped too)."""
     pods: dict[str, tuple[str, Json, set[str]]] = {}
     for folder in ("agent", "placement"):
         for path in sorted((ROOT / "deploy" / folder).glob("*.yaml")):
             for doc in yaml.safe_load_all(path.read_text()):
                 if doc and doc["kind"] in ("DaemonSet", "Deployment"):
                     template = doc["spec"]["template"]
-                    ports = {
-                        port["name"] for container in template["spec"]["containers"] for port in container["ports"]
-                    }
+                    containers = template["spec"]["containers"]
+                    if doc["metadata"]["name"] == "kubenexus-placement":
+                        containers = [*containers, binder_container()]
+                    ports = {port["name"] for container in containers for port in container["ports"]}
                     pods[doc["metadata"]["name"]] = (
                         doc["metadata"]["namespace"],
                         template["metadata"]["labels"],
