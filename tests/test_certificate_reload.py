@@ -1,5 +1,6 @@
-"""The service's TLS files read again when they change (``placement.api.certificates``): a real gRPC server,
-its files replaced under it as the kubelet replaces a renewed Secret's, real clients before and after."""
+"""TLS files read again when they change: the service's (``placement.api.certificates``), a real gRPC server
+whose files are replaced under it as the kubelet replaces a renewed Secret's, real clients before and after;
+and the shims' client certificate (``placement.shim.client``)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ from placement.api.server import ServerOptions, TlsFiles
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.service.engine import PlacementEngine
+from placement.shim import client as client_module
+from placement.shim.client import PlacementClient
+from placement.shim.client import TlsFiles as ClientTls
 from placement.state.cluster_index import ClusterIndex
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import cpu_node
+from tests.shim_cluster import pod_object
 from tools.throwaway_certificates import make_certificates
 
 
@@ -79,4 +84,39 @@ def test_replaced_files_are_served_to_new_connections_and_open_ones_go_on(
         assert certificates.reloads == 1
         assert "TLS files changed but do not load; serving the previous ones" in caplog.messages
     finally:
+        server.close()
+
+
+def test_a_client_reconnects_with_its_renewed_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shims' client (``PlacementClient``): its files replaced, the service restarted with the new CA (so
+    every connection is opened again): its next calls go out on new channels with the new certificate."""
+    monkeypatch.setattr(client_module, "CERTIFICATE_CHECK_S", 0.0)
+    first, second = _issued(tmp_path / "first"), _issued(tmp_path / "second")
+    serving, holding = tmp_path / "serving", tmp_path / "holding"
+    for folder in (serving, holding):
+        folder.mkdir()
+    _install(first, serving)
+
+    def hold(issued: Path) -> None:
+        for name in ("ca.crt", "client.crt", "client.key"):
+            shutil.copyfile(issued / name, holding / name)
+
+    hold(first)
+    index = ClusterIndex()
+    index.upsert_topology("cpu", cpu_node())
+    tls = TlsFiles(cert=serving / "server.crt", key=serving / "server.key", client_ca=serving / "ca.crt")
+    server = RunningServer(PlacementEngine.over(index), ServerOptions(listen="127.0.0.1:0", tls=tls, grace_s=0.5))
+    files = ClientTls(ca=holding / "ca.crt", cert=holding / "client.crt", key=holding / "client.key")
+    client = PlacementClient.connect(server.address, tls=files, deadline_s=30)
+    try:
+        assert client.filter(pod_object("a"), ["cpu"]).feasible_nodes
+        address = server.address
+        server.close()
+        _install(second, serving)
+        hold(second)
+        server = RunningServer(PlacementEngine.over(index), ServerOptions(listen=address, tls=tls, grace_s=0.5))
+        assert client.filter(pod_object("b"), ["cpu"]).feasible_nodes
+        assert client.reconnections == 1
+    finally:
+        client.close()
         server.close()

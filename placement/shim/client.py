@@ -18,18 +18,29 @@ extender turns it into its ``Error`` field, the binder into an Event or a retry,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from kubenexus.file_stamps import stamps
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.podgroup import DomainConstraint
 
 DEFAULT_DEADLINE_S = 5.0
+# How often a call looks whether the client certificate was renewed, and how long old channels live on
+# after a renewal (longer than any call's deadline).
+CERTIFICATE_CHECK_S = 10.0
+RETIRE_S = 60.0
+log = logging.getLogger("kubenexus.placement.client")
+_NOT_LOADED = "client TLS files changed but do not load; keeping the previous ones"
 _SERVICE = pb.DESCRIPTOR.services_by_name["Placement"].full_name
 # The calls spread over the replicas: a stale answer costs a scheduling cycle at most (Reserve judges
 # afresh at the leader). Every other call goes to the leader.
@@ -112,19 +123,80 @@ def _host_port(target: str) -> bool:
     return bool(host) and bool(separator) and port.isdigit() and int(port) <= 65535
 
 
+Channels = tuple[grpc.Channel, grpc.Channel | None]  # decisions, reads (None: the decisions channel)
+
+
 class PlacementClient:
     """Synchronous calls with a deadline each; thread-safe (a gRPC channel is).
 
     ``channel`` carries the decisions (and CheckEviction); ``reads`` (default: ``channel``) the
-    ``READ_METHODS``."""
+    ``READ_METHODS``.
+
+    ``tls`` with ``reconnect`` (as ``connect`` makes them): the client certificate renewed. Every
+    ``CERTIFICATE_CHECK_S`` a call looks at the files' modification times; once they changed and the new key
+    matches the new certificate, ``reconnect`` makes new channels for the calls from then on, and the old ones
+    are closed ``RETIRE_S`` later, after the calls in flight on them. A connection is authenticated when it is
+    opened, so without this a client kept its first certificate for every reconnection, past its expiry."""
 
     def __init__(
-        self, channel: grpc.Channel, *, reads: grpc.Channel | None = None, deadline_s: float = DEFAULT_DEADLINE_S
+        self,
+        channel: grpc.Channel,
+        *,
+        reads: grpc.Channel | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        tls: TlsFiles | None = None,
+        reconnect: Callable[[], Channels] | None = None,
     ) -> None:
-        self._channels = (channel,) if reads is None else (channel, reads)
-        self._decisions = pb_grpc.PlacementStub(channel)
-        self._reads = self._decisions if reads is None else pb_grpc.PlacementStub(reads)
         self._deadline_s = deadline_s
+        self._lock = threading.Lock()
+        self._install(channel, reads)
+        self._reconnect = reconnect if tls is not None and tls.cert is not None else None
+        self._tls_paths = tuple(path for path in (tls.ca, tls.cert, tls.key) if path is not None) if tls else ()
+        self._stamp = stamps(self._tls_paths)
+        self._checked = time.monotonic()
+        self.reconnections = 0
+
+    def _install(self, channel: grpc.Channel, reads: grpc.Channel | None) -> None:
+        self._channels = (channel,) if reads is None else (channel, reads)
+        self._decision_stub = pb_grpc.PlacementStub(channel)
+        self._read_stub = self._decision_stub if reads is None else pb_grpc.PlacementStub(reads)
+
+    @property
+    def _decisions(self) -> pb_grpc.PlacementStub:
+        self._renew_if_due()
+        return self._decision_stub
+
+    @property
+    def _reads(self) -> pb_grpc.PlacementStub:
+        self._renew_if_due()
+        return self._read_stub
+
+    def _renew_if_due(self) -> None:
+        if self._reconnect is None or time.monotonic() - self._checked < CERTIFICATE_CHECK_S:
+            return
+        with self._lock:
+            if time.monotonic() - self._checked < CERTIFICATE_CHECK_S:
+                return
+            self._checked = time.monotonic()
+            stamp = stamps(self._tls_paths)
+            if stamp == self._stamp:
+                return
+            try:
+                _check_pair(self._tls_paths)
+                channel, reads = self._reconnect()
+            except (OSError, ssl.SSLError) as error:
+                log.warning(
+                    "client TLS files changed but do not load; keeping the previous ones", extra={"error": str(error)}
+                )
+                return
+            retired = self._channels
+            self._install(channel, reads)
+            self._stamp = stamp
+            self.reconnections += 1
+            timer = threading.Timer(RETIRE_S, lambda: [old.close() for old in retired])
+            timer.daemon = True
+            timer.start()
+            log.info("client TLS files changed; new calls use the new certificate")
 
     @classmethod
     def connect(
@@ -137,11 +209,16 @@ class PlacementClient:
     ) -> PlacementClient:
         """Decisions to ``address``; reads spread over the replicas ``read_address`` resolves to (when given,
         see ``read_service_config``), both with the same ``tls`` credentials."""
-        reads = None
-        if read_address:
-            options = [("grpc.service_config", read_service_config()), ("grpc.enable_retries", 1)]
-            reads = _channel(check_read_target(read_address), tls, options)
-        return cls(_channel(address, tls, []), reads=reads, deadline_s=deadline_s)
+
+        def channels() -> Channels:
+            reads = None
+            if read_address:
+                options = [("grpc.service_config", read_service_config()), ("grpc.enable_retries", 1)]
+                reads = _channel(check_read_target(read_address), tls, options)
+            return _channel(address, tls, []), reads
+
+        channel, reads = channels()
+        return cls(channel, reads=reads, deadline_s=deadline_s, tls=tls, reconnect=channels)
 
     def close(self) -> None:
         for channel in self._channels:
@@ -229,6 +306,12 @@ class PlacementClient:
             code = error.code() if isinstance(error, grpc.Call) else None
             details = error.details() if isinstance(error, grpc.Call) else str(error)
             raise ServiceError(code.name if code is not None else "UNKNOWN", details or "") from None
+
+
+def _check_pair(paths: Sequence[Path]) -> None:
+    """Raise ``ssl.SSLError`` unless the certificate and key (the last two of ``paths``) belong together."""
+    *_, cert, key = paths
+    ssl.create_default_context().load_cert_chain(cert, key)
 
 
 def _channel(target: str, tls: TlsFiles | None, options: list[tuple[str, Any]]) -> grpc.Channel:

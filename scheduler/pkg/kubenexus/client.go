@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
 
 	placementv1 "kubenexus.io/scheduler/api/placement/v1"
 )
@@ -43,13 +46,66 @@ func transportCredentials(args *Args) (credentials.TransportCredentials, error) 
 	}
 	config := &tls.Config{RootCAs: roots, ServerName: args.ServerName, MinVersion: tls.VersionTLS12}
 	if args.CertFile != "" {
-		pair, err := tls.LoadX509KeyPair(args.CertFile, args.KeyFile)
+		certificate, err := newClientCertificate(args.CertFile, args.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s args: certFile/keyFile: %w", Name, err)
 		}
-		config.Certificates = []tls.Certificate{pair}
+		config.GetClientCertificate = certificate.get
 	}
 	return credentials.NewTLS(config), nil
+}
+
+// clientCertificate is the client certificate and key, read again at a connection's handshake once either
+// file changed (cert-manager renews the Secret, the kubelet swaps the mounted files): gRPC opens connections
+// again over a scheduler's life, and each presents the current certificate, not the one read at start. A
+// pair that does not load (half written, a key that is not the certificate's) keeps the previous one.
+type clientCertificate struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	stamp             [2]fileStamp
+	current           *tls.Certificate
+}
+
+type fileStamp struct {
+	modified time.Time
+	size     int64
+}
+
+func newClientCertificate(certFile, keyFile string) (*clientCertificate, error) {
+	c := &clientCertificate{certFile: certFile, keyFile: keyFile, stamp: stampsOf(certFile, keyFile)}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	c.current = &pair
+	return c, nil
+}
+
+func (c *clientCertificate) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stamp := stampsOf(c.certFile, c.keyFile)
+	if stamp == c.stamp {
+		return c.current, nil
+	}
+	pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		klog.InfoS("client certificate files changed but do not load; keeping the previous ones", "plugin", Name, "err", err)
+		return c.current, nil
+	}
+	c.stamp, c.current = stamp, &pair
+	klog.InfoS("client certificate files changed; new connections present the new certificate", "plugin", Name)
+	return c.current, nil
+}
+
+func stampsOf(certFile, keyFile string) [2]fileStamp {
+	var stamps [2]fileStamp
+	for i, path := range []string{certFile, keyFile} {
+		if info, err := os.Stat(path); err == nil {
+			stamps[i] = fileStamp{modified: info.ModTime(), size: info.Size()}
+		}
+	}
+	return stamps
 }
 
 // errPodRefused marks the service's refusal of the pod itself (a malformed annotation, an unknown priority
