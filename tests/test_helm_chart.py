@@ -72,7 +72,7 @@ def test_the_chart_lints_clean_under_strict_mode() -> None:
     for values in (
         {},
         {"scheduler": {"mode": "extender"}, "tls": {"certManager": True}},
-        {"scheduler": {"mode": "plugin"}, "tls": {"certManager": True}},
+        {"scheduler": {"mode": "plugin"}, "tls": {"certManager": True}, "monitoring": {"enabled": True}},
     ):
         report = lint(CHART, values, strict=True, kube_version="v1.30.0")
         problems = [message for message in report["messages"] if message["severity"] >= 2]
@@ -92,6 +92,14 @@ def test_cert_manager_on_adds_exactly_the_plain_certificates() -> None:
     default = _by_key(_render())
     added = {key: doc for key, doc in rendered.items() if key not in default}
     assert added == _by_key(_plain(sorted(CERT_MANAGER.glob("*.yaml"))))
+
+
+def test_monitoring_on_adds_exactly_the_plain_monitoring_objects() -> None:
+    for name in ("podmonitors.yaml", "prometheusrule.yaml"):
+        assert (CHART / "files" / name).read_text() == (DEPLOY / "monitoring" / name).read_text()
+    rendered = _by_key(_render({"monitoring": {"enabled": True}}))
+    added = {key: doc for key, doc in rendered.items() if key not in _by_key(_render())}
+    assert added == _by_key(_plain(sorted((DEPLOY / "monitoring").glob("*.yaml"))))
 
 
 def test_the_chart_ships_the_plain_crd() -> None:
