@@ -185,9 +185,7 @@ class PlacementClient:
                 _check_pair(self._tls_paths)
                 channel, reads = self._reconnect()
             except (OSError, ssl.SSLError) as error:
-                log.warning(
-                    "client TLS files changed but do not load; keeping the previous ones", extra={"error": str(error)}
-                )
+                log.warning(_NOT_LOADED, extra={"error": str(error)})
                 return
             retired = self._channels
             self._install(channel, reads)
