@@ -125,10 +125,17 @@ class SchedulerScene(SceneBase):
     def key(self, name: str) -> str:
         return f"{self.namespace}/{name}"
 
-    def add_nodes(self, machines: Mapping[str, NodeTopology], *, dra: bool = False) -> list[str]:
-        """One Node per machine (``<namespace>-<key>``) with the machine's capacity, its topology published as
-        the agent publishes it; with ``dra`` its GPUs are DRA devices (a ResourceSlice of NVIDIA's driver, no
-        ``nvidia.com/gpu`` capacity). Returns when the service knows every one of them."""
+    def add_nodes(
+        self,
+        machines: Mapping[str, NodeTopology],
+        *,
+        dra: bool = False,
+        labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> list[str]:
+        """One Node per machine (``<namespace>-<key>``, with ``labels[key]`` besides the scene's) with the
+        machine's capacity, its topology published as the agent publishes it; with ``dra`` its GPUs are DRA
+        devices (a ResourceSlice of NVIDIA's driver, no ``nvidia.com/gpu`` capacity). Returns when the service
+        knows every one of them."""
         names = []
         for key, machine in machines.items():
             name = f"{self.namespace}-{key}"
@@ -140,7 +147,8 @@ class SchedulerScene(SceneBase):
                 topology = joined_topology(machine, resource_slice)
             elif machine.gpus:
                 capacity["nvidia.com/gpu"] = str(len(machine.gpus))
-            self.plane.create_node(name, labels={SCENE_LABEL: self.namespace}, capacity=capacity)
+            node_labels = {SCENE_LABEL: self.namespace, **(labels or {}).get(key, {})}
+            self.plane.create_node(name, labels=node_labels, capacity=capacity)
             self.nodes.append(name)
             publish_topology(self.plane, name, topology, self.folder)
             if resource_slice is not None:

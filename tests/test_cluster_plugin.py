@@ -33,8 +33,10 @@ from placement.core.annotations import (
     GROUP_NAME_KEY,
     MIN_AVAILABLE_KEY,
     POLICY_KEY,
+    PREFERRED_TOPOLOGY_KEY,
     RESERVED_NODE_KEY,
 )
+from placement.core.domains import RACK_KEY
 from placement.shim.client import PlacementClient, TlsFiles
 from tests.cluster_kube_scheduler import (
     KUBE_SCHEDULER_ACCOUNT,
@@ -252,6 +254,26 @@ def test_a_gang_is_planned_whole_by_the_service_and_every_member_binds_where_the
         sets = [set(cells_and_gpus(scene.get(name))[1]) for name in names if bound[name] == node]
         assert [len(gpus) for gpus in sets] == [4, 4]
         assert not sets[0] & sets[1]  # the service's plan, not two picks of the same GPUs
+
+
+def test_an_8_member_gang_across_racks_takes_the_fewest_racks_the_service_plans(scene: SchedulerScene) -> None:
+    """Eight members of 4 GPUs (32) over three racks of two 8-GPU nodes (16 GPUs a rack), the group preferring
+    one rack: it cannot fit one, so the service's plan takes the fewest, two whole racks, and every member
+    binds there with its own GPUs; the third rack stays empty."""
+    racks = {key: {RACK_KEY: f"rack-{n // 2}"} for n, key in enumerate("abcdef")}
+    nodes = scene.add_nodes({key: nvswitch_node() for key in racks}, labels=racks)
+    rack_of = {node: racks[key][RACK_KEY] for node, key in zip(nodes, racks, strict=True)}
+    group = {GROUP_NAME_KEY: "llm", MIN_AVAILABLE_KEY: "8", PREFERRED_TOPOLOGY_KEY: "rack"}
+    names = [f"llm-{i}" for i in range(8)]
+    scene.create([scene.pod(name, gpus=4, cpus=8, labels=group) for name in names])
+    bound = scene.wait_bound(names)
+    used = sorted({bound[name] for name in names})
+    assert len(used) == 4
+    assert len({rack_of[node] for node in used}) == 2
+    for node in used:
+        sets = [set(cells_and_gpus(scene.get(name))[1]) for name in names if bound[name] == node]
+        assert [len(gpus) for gpus in sets] == [4, 4]
+        assert not sets[0] & sets[1]
 
 
 def test_a_gang_that_cannot_fit_whole_binds_no_member(scene: SchedulerScene) -> None:
