@@ -76,13 +76,13 @@ def test_replaced_files_are_served_to_new_connections_and_open_ones_go_on(
         assert not _lists(_stub(server, first))
         certificates = server.server.certificates
         assert certificates is not None
-        assert certificates.reloads == 1
+        assert certificates.files.reloads == 1
         # A key that is not the certificate's (a renewal caught half written): the served pair stays.
         caplog.set_level(logging.WARNING, logger="kubenexus.placement.certificates")
         shutil.copyfile(first / "server.key", live / "server.key")
         assert _lists(_stub(server, second))
-        assert certificates.reloads == 1
-        assert "TLS files changed but do not load; serving the previous ones" in caplog.messages
+        assert certificates.files.reloads == 1
+        assert "TLS files changed but do not load; keeping the previous ones" in caplog.messages
     finally:
         server.close()
 

@@ -3,11 +3,9 @@ old one expires.
 
 cert-manager renews a certificate at two thirds of its life and rewrites its Secret; the kubelet then swaps
 the mounted files (a symlink to a new directory) within a minute or so. gRPC asks ``ServerCertificates.fetch``
-at each new connection's handshake: when a file's modification time or size changed since the last read,
-the three files are read again and, once the key is checked to match the certificate, served from then on.
-Connections already open keep the certificate they were made with, so no call is dropped. A set of files
-that does not load (half written, a key that is not the certificate's) keeps the old one, with a warning,
-and is tried again at the next handshake.
+at each new connection's handshake, which reads the files again once they changed
+(``kubenexus.reloaded_files``) and, once the key is checked to match the certificate, serves them from then
+on. Connections already open keep the certificate they were made with, so no call is dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from typing import Protocol
 
 import grpc
 
-from kubenexus.file_stamps import stamps
+from kubenexus.reloaded_files import Reloaded
 
 log = logging.getLogger("kubenexus.placement.certificates")
 
@@ -36,10 +34,9 @@ class TlsFilePaths(Protocol):
 class ServerCertificates:
     def __init__(self, tls: TlsFilePaths) -> None:
         self._tls = tls
-        self._paths = tuple(path for path in (tls.cert, tls.key, tls.client_ca) if path is not None)
-        self._stamp = stamps(self._paths)
-        self.initial = self._configuration()  # raises ValueError naming the file when it cannot be read
-        self.reloads = 0
+        paths = [path for path in (tls.cert, tls.key, tls.client_ca) if path is not None]
+        # Raises ValueError naming the files when they cannot be read at start.
+        self.files = Reloaded(paths, self._configuration, what="TLS files", log=log)
 
     @property
     def client_authentication(self) -> bool:
@@ -49,25 +46,14 @@ class ServerCertificates:
         # The fetcher returns None to keep the configuration (grpc.dynamic_ssl_server_credentials' docs);
         # the stubs type it without None.
         return grpc.dynamic_ssl_server_credentials(
-            self.initial,
+            self.files.value,
             self.fetch,  # type: ignore[arg-type]
             require_client_authentication=self.client_authentication,
         )
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """None while the files are unchanged (gRPC keeps what it serves); the new configuration once."""
-        stamp = stamps(self._paths)
-        if stamp == self._stamp:
-            return None
-        try:
-            configuration = self._configuration()
-        except ValueError as error:
-            log.warning("TLS files changed but do not load; serving the previous ones", extra={"error": str(error)})
-            return None
-        self._stamp = stamp
-        self.reloads += 1
-        log.info("TLS files changed; new connections get the new certificate", extra={"cert": str(self._tls.cert)})
-        return configuration
+        return self.files.value if self.files.refresh() else None
 
     def _configuration(self) -> grpc.ServerCertificateConfiguration:
         tls = self._tls
@@ -75,6 +61,6 @@ class ServerCertificates:
             key, cert = tls.key.read_bytes(), tls.cert.read_bytes()
             ca = tls.client_ca.read_bytes() if tls.client_ca is not None else None
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert, tls.key)
-        except (OSError, ssl.SSLError) as error:
+        except OSError as error:  # ssl.SSLError among them
             raise ValueError(f"cannot load the TLS files {tls.cert} and {tls.key}: {error}") from None
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)

@@ -22,14 +22,14 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from kubenexus.file_stamps import stamps
+from kubenexus.reloaded_files import Reloaded
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.podgroup import DomainConstraint
@@ -40,7 +40,6 @@ DEFAULT_DEADLINE_S = 5.0
 CERTIFICATE_CHECK_S = 10.0
 RETIRE_S = 60.0
 log = logging.getLogger("kubenexus.placement.client")
-_NOT_LOADED = "client TLS files changed but do not load; keeping the previous ones"
 _SERVICE = pb.DESCRIPTOR.services_by_name["Placement"].full_name
 # The calls spread over the replicas: a stale answer costs a scheduling cycle at most (Reserve judges
 # afresh at the leader). Every other call goes to the leader.
@@ -132,10 +131,10 @@ class PlacementClient:
     ``channel`` carries the decisions (and CheckEviction); ``reads`` (default: ``channel``) the
     ``READ_METHODS``.
 
-    ``tls`` with ``reconnect`` (as ``connect`` makes them): the client certificate renewed. Every
-    ``CERTIFICATE_CHECK_S`` a call looks at the files' modification times; once they changed and the new key
-    matches the new certificate, ``reconnect`` makes new channels for the calls from then on, and the old ones
-    are closed ``RETIRE_S`` later, after the calls in flight on them. A connection is authenticated when it is
+    ``renewed`` (as ``connect`` makes it with a client certificate): the channels, made again once the TLS
+    files change (``kubenexus.reloaded_files``). Every ``CERTIFICATE_CHECK_S`` a call looks; once the files
+    changed and the new key matches the new certificate, new channels carry the calls from then on, and the
+    old ones are closed ``RETIRE_S`` later, after the calls in flight on them. A connection is authenticated when it is
     opened, so without this a client kept its first certificate for every reconnection, past its expiry."""
 
     def __init__(
@@ -144,22 +143,21 @@ class PlacementClient:
         *,
         reads: grpc.Channel | None = None,
         deadline_s: float = DEFAULT_DEADLINE_S,
-        tls: TlsFiles | None = None,
-        reconnect: Callable[[], Channels] | None = None,
+        renewed: Reloaded[Channels] | None = None,
     ) -> None:
         self._deadline_s = deadline_s
-        self._lock = threading.Lock()
         self._install(channel, reads)
-        self._reconnect = reconnect if tls is not None and tls.cert is not None else None
-        self._tls_paths = tuple(path for path in (tls.ca, tls.cert, tls.key) if path is not None) if tls else ()
-        self._stamp = stamps(self._tls_paths)
+        self._renewed = renewed
         self._checked = time.monotonic()
-        self.reconnections = 0
 
     def _install(self, channel: grpc.Channel, reads: grpc.Channel | None) -> None:
         self._channels = (channel,) if reads is None else (channel, reads)
         self._decision_stub = pb_grpc.PlacementStub(channel)
         self._read_stub = self._decision_stub if reads is None else pb_grpc.PlacementStub(reads)
+
+    @property
+    def reconnections(self) -> int:
+        return 0 if self._renewed is None else self._renewed.reloads
 
     @property
     def _decisions(self) -> pb_grpc.PlacementStub:
@@ -172,29 +170,17 @@ class PlacementClient:
         return self._read_stub
 
     def _renew_if_due(self) -> None:
-        if self._reconnect is None or time.monotonic() - self._checked < CERTIFICATE_CHECK_S:
+        if self._renewed is None or time.monotonic() - self._checked < CERTIFICATE_CHECK_S:
             return
-        with self._lock:
-            if time.monotonic() - self._checked < CERTIFICATE_CHECK_S:
-                return
-            self._checked = time.monotonic()
-            stamp = stamps(self._tls_paths)
-            if stamp == self._stamp:
-                return
-            try:
-                _check_pair(self._tls_paths)
-                channel, reads = self._reconnect()
-            except (OSError, ssl.SSLError) as error:
-                log.warning(_NOT_LOADED, extra={"error": str(error)})
-                return
-            retired = self._channels
-            self._install(channel, reads)
-            self._stamp = stamp
-            self.reconnections += 1
-            timer = threading.Timer(RETIRE_S, lambda: [old.close() for old in retired])
-            timer.daemon = True
-            timer.start()
-            log.info("client TLS files changed; new calls use the new certificate")
+        self._checked = time.monotonic()
+        retired = self._channels
+        if not self._renewed.refresh():
+            return
+        channel, reads = self._renewed.value
+        self._install(channel, reads)
+        timer = threading.Timer(RETIRE_S, lambda: [old.close() for old in retired])
+        timer.daemon = True
+        timer.start()
 
     @classmethod
     def connect(
@@ -209,14 +195,21 @@ class PlacementClient:
         see ``read_service_config``), both with the same ``tls`` credentials."""
 
         def channels() -> Channels:
+            if tls is not None and tls.cert is not None and tls.key is not None:
+                ssl.create_default_context().load_cert_chain(tls.cert, tls.key)  # a renewed pair belongs together
             reads = None
             if read_address:
                 options = [("grpc.service_config", read_service_config()), ("grpc.enable_retries", 1)]
                 reads = _channel(check_read_target(read_address), tls, options)
             return _channel(address, tls, []), reads
 
-        channel, reads = channels()
-        return cls(channel, reads=reads, deadline_s=deadline_s, tls=tls, reconnect=channels)
+        if tls is None or tls.cert is None:
+            channel, reads = channels()
+            return cls(channel, reads=reads, deadline_s=deadline_s)
+        files = [path for path in (tls.ca, tls.cert, tls.key) if path is not None]
+        renewed = Reloaded(files, channels, what="client TLS files", log=log)
+        channel, reads = renewed.value
+        return cls(channel, reads=reads, deadline_s=deadline_s, renewed=renewed)
 
     def close(self) -> None:
         for channel in self._channels:
@@ -304,12 +297,6 @@ class PlacementClient:
             code = error.code() if isinstance(error, grpc.Call) else None
             details = error.details() if isinstance(error, grpc.Call) else str(error)
             raise ServiceError(code.name if code is not None else "UNKNOWN", details or "") from None
-
-
-def _check_pair(paths: Sequence[Path]) -> None:
-    """Raise ``ssl.SSLError`` unless the certificate and key (the last two of ``paths``) belong together."""
-    *_, cert, key = paths
-    ssl.create_default_context().load_cert_chain(cert, key)
 
 
 def _channel(target: str, tls: TlsFiles | None, options: list[tuple[str, Any]]) -> grpc.Channel:
