@@ -206,3 +206,9 @@ def kubelet_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
 def dra_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
     """k8s.io/dynamic-resource-allocation v0.37.2's structured allocator (tests/oracles/dra)."""
     yield from _oracle(request, "dra")
+
+
+@pytest.fixture(scope="session")
+def quantity_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    """k8s.io/apimachinery v0.37.2's resource.Quantity printing (tests/oracles/quantity)."""
+    yield from _oracle(request, "quantity")

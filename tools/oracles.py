@@ -3,11 +3,11 @@
     python -m tools.oracles build     # cold: compiles kube-scheduler's, the kubelet's and DRA's packages (minutes)
     python -m tools.oracles path      # prints the folder holding the programs (builds if needed)
 
-The programs (``scheduler``, ``kubelet``, ``dra``: tests/oracles/<name>/) link k8s.io/kubernetes v1.37.2 and its
-staging modules, the same module set as the test control plane (tools/controlplane/go.mod), with the same build
-flags (tools/go_programs.py). They are keyed by a hash of tests/oracles (go.mod, go.sum, every .go file) and the
-Go version: a warm run checks a stamp file only. The cache is $KUBENEXUS_ORACLE_CACHE, else
-~/.cache/kubenexus/oracles.
+The programs (``scheduler``, ``kubelet``, ``dra``, ``quantity``: tests/oracles/<name>/) link k8s.io/kubernetes
+v1.37.2 and its staging modules, the same module set as the test control plane (tools/controlplane/go.mod),
+with the same build flags (tools/go_programs.py). They are keyed by a hash of tests/oracles (go.mod, go.sum,
+every .go file) and the Go version: a warm run checks a stamp file only. The cache is $KUBENEXUS_ORACLE_CACHE,
+else ~/.cache/kubenexus/oracles.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tools.go_programs import BuildError, GoPrograms
 
 __all__ = ["ORACLES", "PROGRAMS", "BuildError"]
 
-ORACLES = ("scheduler", "kubelet", "dra")
+ORACLES = ("scheduler", "kubelet", "dra", "quantity")
 PROGRAMS = GoPrograms(
     title="tools.oracles",
     module=Path(__file__).resolve().parent.parent / "tests" / "oracles",

@@ -76,3 +76,43 @@ def _value(text: str | int | float) -> Decimal | None:
 
 
 _kept_value = lru_cache(maxsize=4096, typed=True)(_value)  # typed: True is not a quantity, 1 is
+
+
+BINARY_RESOURCES = ("memory", "ephemeral-storage")  # and every hugepages-<size>: what the kubelet reports in bytes
+_DECIMAL_PRINTED = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_PRINTED = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def resource_quantity(name: str, value: float | int | Fraction) -> str:
+    """A resource's amount as the API server prints it: bytes (memory, hugepages, ephemeral storage) in
+    binary suffixes ("510Gi"), everything else in decimal ones ("62", "500m", "8")."""
+    return canonical_quantity(value, binary=name in BINARY_RESOURCES or name.startswith("hugepages-"))
+
+
+def canonical_quantity(value: float | int | Fraction, *, binary: bool) -> str:
+    """``resource.Quantity.String()`` (k8s.io/apimachinery ``CanonicalizeBytes``) of ``value``, rounded to a
+    nano unit and capped at 2^63-1 units as ParseQuantity caps it, in the ``BinarySI`` format when ``binary``
+    else ``DecimalSI``.
+
+    BinarySI is printed with the largest power of 1024 that divides the value ("1Gi", "1536Ki") when the value
+    is whole and at least 1024 in size; otherwise, as for DecimalSI, with the decimal suffix whose power of
+    1000 leaves the fewest digits and no fraction ("500m", "2k", "1536500m"). The quantity oracle
+    (tests/oracles/quantity) holds this equal to apimachinery's own printing."""
+    nanos = round(min(max(Fraction(value), -_MAX_QUANTITY), _MAX_QUANTITY) * 10**9)
+    if nanos == 0:
+        return "0"
+    sign, magnitude = ("-" if nanos < 0 else ""), abs(nanos)
+    whole, fraction = divmod(magnitude, 10**9)
+    if binary and whole >= 1024 and not fraction:
+        power = 0
+        while whole % 1024 == 0 and power < len(_BINARY_PRINTED) - 1:
+            whole //= 1024
+            power += 1
+        return f"{sign}{whole}{_BINARY_PRINTED[power]}"
+    mantissa, exponent = magnitude, -9
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    below = exponent % 3  # down to a multiple of 3: 15e2 is printed 1500, 5e-1 500m
+    mantissa, exponent = mantissa * 10**below, exponent - below
+    return f"{sign}{mantissa}{_DECIMAL_PRINTED[exponent]}"
