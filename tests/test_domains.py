@@ -217,6 +217,18 @@ def test_required_with_no_labelled_node_says_so() -> None:
     assert plan.reason.endswith(": none of the 2 candidate node(s) has a rack label")
 
 
+def test_required_at_a_label_key_nobody_sets_says_it_is_not_a_level() -> None:
+    """A typo of a level ("racks") is read as a node label key; the answer says so, not only "no label"."""
+    nodes = Nodes({"a1": "r1", "a2": "r1"})
+    typo = domain_map(DEFAULT_LEVELS.resolve("racks"), [None, None])
+    plan = nodes.plan(nodes.members(2, gpus=1), [required(typo)])
+    assert isinstance(plan, GangUnplaceable)
+    assert plan.reason == (
+        "requires every member in one racks domain: none of the 2 candidate node(s) has the node label racks "
+        "(not a configured level, so read as a node label key)"
+    )
+
+
 def test_members_already_placed_fix_the_required_domain() -> None:
     nodes = Nodes({"a1": "r1", "a2": "r1", "b1": "r2", "b2": "r2"})
     anchor = nodes.index.slot_of("b1")

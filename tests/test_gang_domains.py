@@ -283,6 +283,22 @@ def test_a_group_objects_topology_key_is_a_level_of_its_own(service: Any) -> Non
     assert running.coordinator.status("ml", "bad") is None  # refused whole: nothing recorded
 
 
+def test_a_constraint_must_say_whether_it_is_required(service: Any) -> None:
+    """{"level": "rack"} alone is refused: read as a preference, a gang meant to stay in one rack would spread."""
+    running = service(TWO_BLOCKS)
+    with pytest.raises(grpc.RpcError) as refused:
+        running.place("unsaid", [_member("u0", gpus=1)], [pb.TopologyConstraint(level=BLOCK)])
+    error: Any = refused.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == (
+        f"pod group ml/unsaid: topology[0] (level '{BLOCK}') does not say `required`; accepted: true (every "
+        "member in one domain, or wait) or false (the fewest domains)"
+    )
+    assert running.coordinator.status("ml", "unsaid") is None  # refused whole: nothing recorded
+    said = running.place("said", [_member("s0", gpus=1)], [pb.TopologyConstraint(level=BLOCK, required=False)])
+    assert said.state == pb.GANG_STATE_PLACED  # false, said: the fewest domains
+
+
 def test_kueue_topology_admission_node_selectors_keep_members_in_their_block(service: Any) -> None:
     running = service(TWO_BLOCKS)
     # Kueue's topology-aware admission writes the chosen domain into every member's nodeSelector.

@@ -124,8 +124,18 @@ def test_get_node_topology_from_grpcurl(running: RunningServer) -> None:
     topology = json.loads(answer.stdout)
     assert topology["name"] == "h100-b"
     assert topology["kubelet"]["topology_manager_policy"] == "single-numa-node"
-    assert [cell.get("id", 0) for cell in topology["cells"]] == [0, 1]  # proto3 JSON omits zero values
-    assert len(topology["gpus"]) == 8
+    # Without -emit-defaults: ids and indexes are there at 0, amounts are quantities as kubectl shows them.
+    assert [cell["id"] for cell in topology["cells"]] == [0, 1]
+    assert [gpu["index"] for gpu in topology["gpus"]] == list(range(8))
+    assert [gpu["numa_cell"] for gpu in topology["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert topology["gpu_links"][0] | {"kind": ""} == {"a": 0, "b": 1, "kind": ""}
+    cell0 = {amount["name"]: amount for amount in topology["cells"][0]["resources"]}
+    assert cell0["memory"] == {"name": "memory", "total": "1Ti", "free": "1Ti"}
+    assert cell0["cpu"]["total"] == "96"
+    listed = grpcurl("-plaintext", running.address, "kubenexus.placement.v1.Placement/ListNodes")
+    summary = {node["name"]: node for node in json.loads(listed.stdout)["nodes"]}["cpu-a"]
+    assert (summary["gpus"], summary["free_gpus"], summary["pods"]) == (0, 0, 0)
+    assert (summary["allocatable_cpus"], summary["allocatable_memory"]) == ("64", "512Gi")
     missing = grpcurl(
         "-plaintext", running.address, "kubenexus.placement.v1.Placement/GetNodeTopology", data='{"node": "nope"}'
     )

@@ -35,7 +35,7 @@ from placement.service.results import FilterOutcome, Rejections
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from tests.grpc_server import RunningServer
-from tests.machines.node_topologies import GIB, cpu_node, kubelet, l40s_node, nvswitch_node
+from tests.machines.node_topologies import cpu_node, kubelet, l40s_node, nvswitch_node
 
 NODES = ("cpu-a", "h100-b", "l40s-c")
 
@@ -204,14 +204,15 @@ def test_get_node_topology_and_list_nodes(service: Service) -> None:
     assert len(topology.gpu_links) == 28
     assert {link.kind for link in topology.gpu_links} == {"NV18"}
     cell0 = {r.name: r for r in topology.cells[0].resources}
-    assert (cell0["nvidia.com/gpu"].total, cell0["nvidia.com/gpu"].free) == (4, 4)
+    assert (cell0["nvidia.com/gpu"].total, cell0["nvidia.com/gpu"].free) == ("4", "4")
+    assert cell0["memory"].total == "1Ti"  # bytes as Kubernetes prints them
     assert topology.cells[0].local_distance == 10
 
     listed = service.stub.ListNodes(pb.ListNodesRequest())
     assert [n.name for n in listed.nodes] == sorted(NODES)
     h100 = next(n for n in listed.nodes if n.name == "h100-b")
     assert (h100.gpus, h100.free_gpus, h100.numa_cells) == (8, 8, 2)
-    assert h100.allocatable_memory == 2048 * GIB
+    assert h100.allocatable_memory == "2Ti"
 
 
 def test_explain_says_why_and_where(service: Service) -> None:
@@ -490,12 +491,12 @@ def test_the_pods_overhead_is_in_its_requests_and_its_fit(service: Service) -> N
     message = _pod(cpu="4", memory="8Gi")
     message.overhead.update({"cpu": "250m", "memory": "128Mi"})
     explained = service.stub.Explain(pb.ExplainRequest(pod=message, node="cpu-a"))
-    assert {r.name: r.total for r in explained.requests} == {"cpu": 4.25, "memory": 8 * GIB + 128 * 2**20}
+    assert {r.name: r.total for r in explained.requests} == {"cpu": "4250m", "memory": "8320Mi"}
     assert explained.exclusive_cpus == 4  # the CPU manager pins the container's CPUs, not the overhead
 
     node = next(n for n in service.stub.ListNodes(pb.ListNodesRequest()).nodes if n.name == "cpu-a")
     all_free = pb.Pod(
-        namespace="ml", name="filler", containers=[pb.Container(name="c", requests={"cpu": f"{node.free_cpus:g}"})]
+        namespace="ml", name="filler", containers=[pb.Container(name="c", requests={"cpu": node.free_cpus})]
     )
     assert list(service.stub.Filter(pb.FilterRequest(pod=all_free, node_names=["cpu-a"])).feasible_nodes) == ["cpu-a"]
     all_free.overhead["cpu"] = "100m"

@@ -20,7 +20,8 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.podgroup import DomainConstraint
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
-from placement.core.vocabulary import RejectionKind
+from placement.core.quantity import resource_quantity
+from placement.core.vocabulary import CPU, MEMORY, RejectionKind
 from placement.service.errors import InvalidRequest
 from placement.service.results import (
     Explanation,
@@ -159,7 +160,7 @@ def decode_pod(
 def decode_gang(request: pb.PlaceGangRequest | pb.PreemptRequest) -> GangSpec:
     group = request.group
     members = tuple(_pod(m) for m in group.members) + tuple(_pod_json(m) for m in group.members_json)
-    topology = tuple(DomainConstraint(c.level, c.required) for c in group.topology)
+    topology = tuple(_domain_constraint(group, i, c) for i, c in enumerate(group.topology))
     timeout_s = None
     if group.HasField("schedule_timeout_seconds"):
         if group.schedule_timeout_seconds < 1:
@@ -169,6 +170,16 @@ def decode_gang(request: pb.PlaceGangRequest | pb.PreemptRequest) -> GangSpec:
             )
         timeout_s = float(group.schedule_timeout_seconds)
     return GangSpec(group.namespace, group.name, group.min_member, members, topology, group.source, timeout_s)
+
+
+def _domain_constraint(group: pb.PodGroup, index: int, constraint: pb.TopologyConstraint) -> DomainConstraint:
+    if not constraint.HasField("required"):
+        raise InvalidRequest(
+            f"pod group {group.namespace or 'default'}/{group.name}: topology[{index}] (level "
+            f"{constraint.level!r}) does not say `required`; accepted: true (every member in one domain, or "
+            "wait) or false (the fewest domains)"
+        )
+    return DomainConstraint(constraint.level, constraint.required)
 
 
 def decode_preemptor(request: pb.PreemptRequest) -> PodSpec | GangSpec:
@@ -230,7 +241,7 @@ def _placement(placement: Placement) -> pb.PodPlacement:
         pinned=placement.pinned,
         score=placement.score,
         breakdown=placement.breakdown,
-        reservation_ttl_seconds=placement.ttl_s,
+        reservation_ttl_seconds=round(placement.ttl_s, 3),
         annotations=placement.annotations,
         claims=[
             pb.ClaimAllocation(
@@ -285,7 +296,7 @@ def preempt_response(outcome: PreemptOutcome) -> pb.PreemptResponse:
             pb.Nomination(pod=pb.PodRef(namespace=namespace, name=name), node=node)
             for (namespace, name), node in outcome.nominations
         ],
-        hold_seconds=outcome.hold_s,
+        hold_seconds=round(outcome.hold_s, 3),
     )
 
 
@@ -311,7 +322,10 @@ def permit_response(outcome: PermitOutcome) -> pb.PermitStatusResponse:
 
 
 def _amounts(amounts: Iterable[Amount]) -> list[pb.ResourceAmount]:
-    return [pb.ResourceAmount(name=a.name, total=a.total, free=a.free) for a in amounts]
+    return [
+        pb.ResourceAmount(name=a.name, total=resource_quantity(a.name, a.total), free=resource_quantity(a.name, a.free))
+        for a in amounts
+    ]
 
 
 def node_topology(view: NodeView) -> pb.NodeTopology:
@@ -363,10 +377,10 @@ def list_nodes_response(nodes: Iterable[NodeSummary]) -> pb.ListNodesResponse:
                 topology_manager_policy=n.topology_manager_policy,
                 gpus=n.gpus,
                 free_gpus=n.free_gpus,
-                allocatable_cpus=n.allocatable_cpus,
-                free_cpus=n.free_cpus,
-                allocatable_memory=n.allocatable_memory,
-                free_memory=n.free_memory,
+                allocatable_cpus=resource_quantity(CPU, n.allocatable_cpus),
+                free_cpus=resource_quantity(CPU, n.free_cpus),
+                allocatable_memory=resource_quantity(MEMORY, n.allocatable_memory),
+                free_memory=resource_quantity(MEMORY, n.free_memory),
                 pods=n.pods,
             )
             for n in nodes
@@ -381,7 +395,7 @@ def explain_response(explanation: Explanation) -> pb.ExplainResponse:
         placeable=explanation.placement is not None,
         qos_class=explanation.pod.pod.qos.value,
         requests=[
-            pb.ResourceAmount(name=name, total=amount / _MILLI if name == "cpu" else amount)
+            pb.ResourceAmount(name=name, total=resource_quantity(name, amount / _MILLI if name == CPU else amount))
             for name, amount in demand.node_requests
         ],
         exclusive_cpus=demand.exclusive_cpus,

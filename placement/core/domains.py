@@ -99,6 +99,14 @@ class TopologyLevel:
         """``rack``; ``topology.kubernetes.io/zone domain`` for a label key used as a level."""
         return self.name if self.configured else f"{self.name} domain"
 
+    @property
+    def label_noun(self) -> str:
+        """What a node lacks when it is in no domain: ``a rack label``; for a label key used as a level, the
+        key, saying that it is not a configured level (a typo of one reads as a key nobody sets)."""
+        if self.configured:
+            return f"a {self.name} label"
+        return f"the node label {self.name} (not a configured level, so read as a node label key)"
+
     def describe(self) -> str:
         """``rack (topology.kubenexus.io/rack, ...)``: the level with the keys users must look for."""
         return f"{self.name} ({', '.join(self.keys)})" if self.configured else self.noun
@@ -314,7 +322,7 @@ class _Search:
         held, nodes = self._held(rows, domains)
         unlabelled = int((domains.codes[rows] < 0).sum())
         if not nodes.any():
-            return GangUnplaceable(f"{head}: none of the {len(rows)} candidate node(s) has a {level.name} label", 0)
+            return GangUnplaceable(f"{head}: none of the {len(rows)} candidate node(s) has {level.label_noun}", 0)
         allowed = np.flatnonzero(nodes)
         if self._anchors.size:
             placed = set(domains.codes[self._anchors].tolist())

@@ -48,8 +48,6 @@ NEUTRAL = 0.5  # the component where the placement leaves the expected fragmenta
 STEPS = 100
 
 
-
-
 def _cpu_bucket(workload: TargetWorkload, cpu_left: FloatArray) -> IntArray:
     bucket: IntArray = np.searchsorted(workload.cpu_levels, cpu_left, side="right")
     return bucket

@@ -1553,6 +1553,8 @@ Global___PodGroup: _TypeAlias = PodGroup  # noqa: Y015
 
 @_typing.final
 class TopologyConstraint(_message.Message):
+    """One entry of `PodGroup.topology`, e.g. {"level": "rack", "required": true}."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     LEVEL_FIELD_NUMBER: _builtins.int
@@ -1562,18 +1564,22 @@ class TopologyConstraint(_message.Message):
     label key (a native PodGroup's schedulingConstraints.topology[].key).
     """
     required: _builtins.bool
-    """true: every member in one domain, or wait; false: the fewest domains"""
+    """Must be set: true, every member in one domain, or wait; false, the fewest domains (a preference).
+    Left out, the request is refused, rather than read as a preference nobody asked for.
+    """
     def __init__(
         self,
         *,
         level: _builtins.str = ...,
-        required: _builtins.bool = ...,
+        required: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_required", b"_required", "required", b"required"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "required", b"required"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_required", b"_required", "level", b"level", "required", b"required"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__required: _TypeAlias = _typing.Literal["required"]  # noqa: Y015
+    _WhichOneofArgType__required: _TypeAlias = _typing.Literal["_required", b"_required"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__required) -> _WhichOneofReturnType__required | None: ...
 
 Global___TopologyConstraint: _TypeAlias = TopologyConstraint  # noqa: Y015
 
@@ -1640,6 +1646,7 @@ class PlaceGangResponse(_message.Message):
     reason: _builtins.str
     """e.g. "waiting for pod group 3/8" """
     placed: _builtins.int
+    """set always, 0 included"""
     min_member: _builtins.int
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemberPlacement]: ...
@@ -1649,14 +1656,21 @@ class PlaceGangResponse(_message.Message):
         state: Global___GangState.ValueType = ...,
         reason: _builtins.str = ...,
         members: _abc.Iterable[Global___MemberPlacement] | None = ...,
-        placed: _builtins.int = ...,
-        min_member: _builtins.int = ...,
+        placed: _builtins.int | None = ...,
+        min_member: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_member", b"_min_member", "_placed", b"_placed", "min_member", b"min_member", "placed", b"placed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "min_member", b"min_member", "placed", b"placed", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_member", b"_min_member", "_placed", b"_placed", "members", b"members", "min_member", b"min_member", "placed", b"placed", "reason", b"reason", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__min_member: _TypeAlias = _typing.Literal["min_member"]  # noqa: Y015
+    _WhichOneofArgType__min_member: _TypeAlias = _typing.Literal["_min_member", b"_min_member"]  # noqa: Y015
+    _WhichOneofReturnType__placed: _TypeAlias = _typing.Literal["placed"]  # noqa: Y015
+    _WhichOneofArgType__placed: _TypeAlias = _typing.Literal["_placed", b"_placed"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_member) -> _WhichOneofReturnType__min_member | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__placed) -> _WhichOneofReturnType__placed | None: ...
 
 Global___PlaceGangResponse: _TypeAlias = PlaceGangResponse  # noqa: Y015
 
@@ -1705,6 +1719,7 @@ class Victim(_message.Message):
     POD_GROUP_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     priority: _builtins.int
+    """set always, 0 included"""
     pod_group: _builtins.str
     """namespace/name of the gang it is evicted with, whole; empty for a lone pod"""
     @_builtins.property
@@ -1714,14 +1729,16 @@ class Victim(_message.Message):
         *,
         pod: Global___PodRef | None = ...,
         node: _builtins.str = ...,
-        priority: _builtins.int = ...,
+        priority: _builtins.int | None = ...,
         pod_group: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "pod", b"pod", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "pod", b"pod", "pod_group", b"pod_group", "priority", b"priority"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "node", b"node", "pod", b"pod", "pod_group", b"pod_group", "priority", b"priority"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___Victim: _TypeAlias = Victim  # noqa: Y015
 
@@ -1935,6 +1952,7 @@ class PermitStatusResponse(_message.Message):
     pod_group: _builtins.str
     """namespace/name of the pod's group; empty for a pod outside any group"""
     ready: _builtins.int
+    """set always, 0 included"""
     min_member: _builtins.int
     def __init__(
         self,
@@ -1942,14 +1960,21 @@ class PermitStatusResponse(_message.Message):
         state: Global___PermitState.ValueType = ...,
         reason: _builtins.str = ...,
         pod_group: _builtins.str = ...,
-        ready: _builtins.int = ...,
-        min_member: _builtins.int = ...,
+        ready: _builtins.int | None = ...,
+        min_member: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_member", b"_min_member", "_ready", b"_ready", "min_member", b"min_member", "ready", b"ready"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_member", b"min_member", "pod_group", b"pod_group", "ready", b"ready", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_member", b"_min_member", "_ready", b"_ready", "min_member", b"min_member", "pod_group", b"pod_group", "ready", b"ready", "reason", b"reason", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__min_member: _TypeAlias = _typing.Literal["min_member"]  # noqa: Y015
+    _WhichOneofArgType__min_member: _TypeAlias = _typing.Literal["_min_member", b"_min_member"]  # noqa: Y015
+    _WhichOneofReturnType__ready: _TypeAlias = _typing.Literal["ready"]  # noqa: Y015
+    _WhichOneofArgType__ready: _TypeAlias = _typing.Literal["_ready", b"_ready"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_member) -> _WhichOneofReturnType__min_member | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ready) -> _WhichOneofReturnType__ready | None: ...
 
 Global___PermitStatusResponse: _TypeAlias = PermitStatusResponse  # noqa: Y015
 
@@ -1976,21 +2001,27 @@ Global___GetNodeTopologyRequest: _TypeAlias = GetNodeTopologyRequest  # noqa: Y0
 
 @_typing.final
 class ResourceAmount(_message.Message):
+    """Amounts are Kubernetes quantities as the API server prints them (resource.Quantity's canonical form):
+    bytes with binary suffixes ("510Gi", "1536Ki"), everything else decimal ("62", "500m", "8", "4k").
+    Read them as any Kubernetes quantity (resource.ParseQuantity, kubernetes.utils.parse_quantity).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     TOTAL_FIELD_NUMBER: _builtins.int
     FREE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    total: _builtins.float
-    """cells: what the kubelet judges "preferred" on; node: allocatable"""
-    free: _builtins.float
+    total: _builtins.str
+    """cells: what the kubelet judges "preferred" on; node: allocatable; Explain: the request"""
+    free: _builtins.str
+    """unset in Explain's requests"""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
-        total: _builtins.float = ...,
-        free: _builtins.float = ...,
+        total: _builtins.str = ...,
+        free: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -2011,6 +2042,7 @@ class NumaCell(_message.Message):
     CLAIMED_FIELD_NUMBER: _builtins.int
     ISOLATED_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """set always (optional so that JSON shows cell 0); the same for every count below"""
     local_read_bandwidth_mbps: _builtins.float
     """0 where the host published no HMAT"""
     local_distance: _builtins.float
@@ -2024,18 +2056,20 @@ class NumaCell(_message.Message):
     def __init__(
         self,
         *,
-        id: _builtins.int = ...,
+        id: _builtins.int | None = ...,
         resources: _abc.Iterable[Global___ResourceAmount] | None = ...,
         local_read_bandwidth_mbps: _builtins.float = ...,
         local_distance: _builtins.float = ...,
         claimed: _builtins.bool = ...,
         isolated: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claimed", b"claimed", "id", b"id", "isolated", b"isolated", "local_distance", b"local_distance", "local_read_bandwidth_mbps", b"local_read_bandwidth_mbps", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "claimed", b"claimed", "id", b"id", "isolated", b"isolated", "local_distance", b"local_distance", "local_read_bandwidth_mbps", b"local_read_bandwidth_mbps", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__id: _TypeAlias = _typing.Literal["id"]  # noqa: Y015
+    _WhichOneofArgType__id: _TypeAlias = _typing.Literal["_id", b"_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__id) -> _WhichOneofReturnType__id | None: ...
 
 Global___NumaCell: _TypeAlias = NumaCell  # noqa: Y015
 
@@ -2056,16 +2090,23 @@ class Gpu(_message.Message):
     def __init__(
         self,
         *,
-        index: _builtins.int = ...,
-        numa_cell: _builtins.int = ...,
+        index: _builtins.int | None = ...,
+        numa_cell: _builtins.int | None = ...,
         healthy: _builtins.bool = ...,
         busy: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "_numa_cell", b"_numa_cell", "index", b"index", "numa_cell", b"numa_cell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "healthy", b"healthy", "index", b"index", "numa_cell", b"numa_cell"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "_numa_cell", b"_numa_cell", "busy", b"busy", "healthy", b"healthy", "index", b"index", "numa_cell", b"numa_cell"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__index: _TypeAlias = _typing.Literal["index"]  # noqa: Y015
+    _WhichOneofArgType__index: _TypeAlias = _typing.Literal["_index", b"_index"]  # noqa: Y015
+    _WhichOneofReturnType__numa_cell: _TypeAlias = _typing.Literal["numa_cell"]  # noqa: Y015
+    _WhichOneofArgType__numa_cell: _TypeAlias = _typing.Literal["_numa_cell", b"_numa_cell"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__index) -> _WhichOneofReturnType__index | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__numa_cell) -> _WhichOneofReturnType__numa_cell | None: ...
 
 Global___Gpu: _TypeAlias = Gpu  # noqa: Y015
 
@@ -2083,15 +2124,22 @@ class GpuLink(_message.Message):
     def __init__(
         self,
         *,
-        a: _builtins.int = ...,
-        b: _builtins.int = ...,
+        a: _builtins.int | None = ...,
+        b: _builtins.int | None = ...,
         kind: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_a", b"_a", "_b", b"_b", "a", b"a", "b", b"b"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["a", b"a", "b", b"b", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_a", b"_a", "_b", b"_b", "a", b"a", "b", b"b", "kind", b"kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__a: _TypeAlias = _typing.Literal["a"]  # noqa: Y015
+    _WhichOneofArgType__a: _TypeAlias = _typing.Literal["_a", b"_a"]  # noqa: Y015
+    _WhichOneofReturnType__b: _TypeAlias = _typing.Literal["b"]  # noqa: Y015
+    _WhichOneofArgType__b: _TypeAlias = _typing.Literal["_b", b"_b"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__a) -> _WhichOneofReturnType__a | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__b) -> _WhichOneofReturnType__b | None: ...
 
 Global___GpuLink: _TypeAlias = GpuLink  # noqa: Y015
 
@@ -2226,40 +2274,57 @@ class NodeSummary(_message.Message):
     TOPOLOGY_MANAGER_POLICY_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
     FREE_GPUS_FIELD_NUMBER: _builtins.int
+    PODS_FIELD_NUMBER: _builtins.int
     ALLOCATABLE_CPUS_FIELD_NUMBER: _builtins.int
     FREE_CPUS_FIELD_NUMBER: _builtins.int
     ALLOCATABLE_MEMORY_FIELD_NUMBER: _builtins.int
     FREE_MEMORY_FIELD_NUMBER: _builtins.int
-    PODS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     numa_cells: _builtins.int
     topology_manager_policy: _builtins.str
     gpus: _builtins.int
     free_gpus: _builtins.int
-    allocatable_cpus: _builtins.float
-    free_cpus: _builtins.float
-    allocatable_memory: _builtins.float
-    free_memory: _builtins.float
     pods: _builtins.int
+    allocatable_cpus: _builtins.str
+    """quantities, as ResourceAmount's: "62", "63500m" """
+    free_cpus: _builtins.str
+    allocatable_memory: _builtins.str
+    """"510Gi" """
+    free_memory: _builtins.str
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
-        numa_cells: _builtins.int = ...,
+        numa_cells: _builtins.int | None = ...,
         topology_manager_policy: _builtins.str = ...,
-        gpus: _builtins.int = ...,
-        free_gpus: _builtins.int = ...,
-        allocatable_cpus: _builtins.float = ...,
-        free_cpus: _builtins.float = ...,
-        allocatable_memory: _builtins.float = ...,
-        free_memory: _builtins.float = ...,
-        pods: _builtins.int = ...,
+        gpus: _builtins.int | None = ...,
+        free_gpus: _builtins.int | None = ...,
+        pods: _builtins.int | None = ...,
+        allocatable_cpus: _builtins.str = ...,
+        free_cpus: _builtins.str = ...,
+        allocatable_memory: _builtins.str = ...,
+        free_memory: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_free_gpus", b"_free_gpus", "_gpus", b"_gpus", "_numa_cells", b"_numa_cells", "_pods", b"_pods", "free_gpus", b"free_gpus", "gpus", b"gpus", "numa_cells", b"numa_cells", "pods", b"pods"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable_cpus", b"allocatable_cpus", "allocatable_memory", b"allocatable_memory", "free_cpus", b"free_cpus", "free_gpus", b"free_gpus", "free_memory", b"free_memory", "gpus", b"gpus", "name", b"name", "numa_cells", b"numa_cells", "pods", b"pods", "topology_manager_policy", b"topology_manager_policy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_free_gpus", b"_free_gpus", "_gpus", b"_gpus", "_numa_cells", b"_numa_cells", "_pods", b"_pods", "allocatable_cpus", b"allocatable_cpus", "allocatable_memory", b"allocatable_memory", "free_cpus", b"free_cpus", "free_gpus", b"free_gpus", "free_memory", b"free_memory", "gpus", b"gpus", "name", b"name", "numa_cells", b"numa_cells", "pods", b"pods", "topology_manager_policy", b"topology_manager_policy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__free_gpus: _TypeAlias = _typing.Literal["free_gpus"]  # noqa: Y015
+    _WhichOneofArgType__free_gpus: _TypeAlias = _typing.Literal["_free_gpus", b"_free_gpus"]  # noqa: Y015
+    _WhichOneofReturnType__gpus: _TypeAlias = _typing.Literal["gpus"]  # noqa: Y015
+    _WhichOneofArgType__gpus: _TypeAlias = _typing.Literal["_gpus", b"_gpus"]  # noqa: Y015
+    _WhichOneofReturnType__numa_cells: _TypeAlias = _typing.Literal["numa_cells"]  # noqa: Y015
+    _WhichOneofArgType__numa_cells: _TypeAlias = _typing.Literal["_numa_cells", b"_numa_cells"]  # noqa: Y015
+    _WhichOneofReturnType__pods: _TypeAlias = _typing.Literal["pods"]  # noqa: Y015
+    _WhichOneofArgType__pods: _TypeAlias = _typing.Literal["_pods", b"_pods"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__free_gpus) -> _WhichOneofReturnType__free_gpus | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpus) -> _WhichOneofReturnType__gpus | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__numa_cells) -> _WhichOneofReturnType__numa_cells | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pods) -> _WhichOneofReturnType__pods | None: ...
 
 Global___NodeSummary: _TypeAlias = NodeSummary  # noqa: Y015
 
@@ -2331,6 +2396,7 @@ class ExplainResponse(_message.Message):
     qos_class: _builtins.str
     """The pod's requests as the kubelet's resource managers see them at pod level."""
     exclusive_cpus: _builtins.int
+    """set always, 0 included"""
     numa_intent: _builtins.str
     """the pod's intent policy; empty when it has none"""
     decided_by_exact_model: _builtins.bool
@@ -2340,7 +2406,9 @@ class ExplainResponse(_message.Message):
         """set when not placeable"""
 
     @_builtins.property
-    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceAmount]: ...
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceAmount]:
+        """`total`: the request"""
+
     @_builtins.property
     def placement(self) -> Global___PodPlacement:
         """What a Reserve on this node alone would give; nothing is reserved."""
@@ -2353,15 +2421,17 @@ class ExplainResponse(_message.Message):
         rejection: Global___NodeRejection | None = ...,
         qos_class: _builtins.str = ...,
         requests: _abc.Iterable[Global___ResourceAmount] | None = ...,
-        exclusive_cpus: _builtins.int = ...,
+        exclusive_cpus: _builtins.int | None = ...,
         numa_intent: _builtins.str = ...,
         placement: Global___PodPlacement | None = ...,
         decided_by_exact_model: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["placement", b"placement", "rejection", b"rejection"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exclusive_cpus", b"_exclusive_cpus", "exclusive_cpus", b"exclusive_cpus", "placement", b"placement", "rejection", b"rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided_by_exact_model", b"decided_by_exact_model", "exclusive_cpus", b"exclusive_cpus", "node", b"node", "numa_intent", b"numa_intent", "placeable", b"placeable", "placement", b"placement", "qos_class", b"qos_class", "rejection", b"rejection", "requests", b"requests"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exclusive_cpus", b"_exclusive_cpus", "decided_by_exact_model", b"decided_by_exact_model", "exclusive_cpus", b"exclusive_cpus", "node", b"node", "numa_intent", b"numa_intent", "placeable", b"placeable", "placement", b"placement", "qos_class", b"qos_class", "rejection", b"rejection", "requests", b"requests"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__exclusive_cpus: _TypeAlias = _typing.Literal["exclusive_cpus"]  # noqa: Y015
+    _WhichOneofArgType__exclusive_cpus: _TypeAlias = _typing.Literal["_exclusive_cpus", b"_exclusive_cpus"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exclusive_cpus) -> _WhichOneofReturnType__exclusive_cpus | None: ...
 
 Global___ExplainResponse: _TypeAlias = ExplainResponse  # noqa: Y015

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -17,7 +18,7 @@ func placedOn(node string, gpus ...int32) *placementv1.PodPlacement {
 }
 
 func TestPermitHoldsAGroupUntilEnoughOfItIsScheduledHere(t *testing.T) {
-	reserved := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_ALLOW, PodGroup: "ml/train", Ready: 3, MinMember: 3}
+	reserved := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_ALLOW, PodGroup: "ml/train", Ready: proto.Int32(3), MinMember: proto.Int32(3)}
 	plan := []*placementv1.MemberPlacement{
 		{Pod: &placementv1.PodRef{Namespace: "ml", Name: "train-0"}, Placement: placedOn("n1", 0, 1)},
 		{Pod: &placementv1.PodRef{Namespace: "ml", Name: "train-1"}, Placement: placedOn("n1", 2, 3)},
@@ -109,7 +110,7 @@ func TestUnreserveTakesTheMemberOutOfItsGroupsBook(t *testing.T) {
 
 func TestPermitReadsAReleaseNoticeOlderThanThisCyclesPlanAndAsksAgain(t *testing.T) {
 	notice := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_REJECT, PodGroup: "ml/train", Reason: "the scheduler gave up on member ml/train-1"}
-	reserved := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_ALLOW, PodGroup: "ml/train", MinMember: 1}
+	reserved := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_ALLOW, PodGroup: "ml/train", MinMember: proto.Int32(1)}
 	tests := []struct {
 		name    string
 		planned bool // this cycle's PreFilter planned the group (PlaceGang)

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -223,7 +224,7 @@ func expectPermitEnds(t *testing.T, runner framework.Framework, pod *v1.Pod, wan
 }
 
 func TestPermitGangBarrier(t *testing.T) {
-	waiting := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_WAIT, PodGroup: "ml/train", Ready: 1, MinMember: 2}
+	waiting := &placementv1.PermitStatusResponse{State: placementv1.PermitState_PERMIT_STATE_WAIT, PodGroup: "ml/train", Ready: proto.Int32(1), MinMember: proto.Int32(2)}
 	tests := []struct {
 		name       string
 		last       *placementv1.PermitStatusResponse

@@ -2742,12 +2742,15 @@ func (x *PodGroup) GetScheduleTimeoutSeconds() int32 {
 	return 0
 }
 
+// One entry of `PodGroup.topology`, e.g. {"level": "rack", "required": true}.
 type TopologyConstraint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A level the service knows (its --topology-levels: nvlink, rack, block, zone by default) or a node
 	// label key (a native PodGroup's schedulingConstraints.topology[].key).
-	Level         string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
-	Required      bool   `protobuf:"varint,2,opt,name=required,proto3" json:"required,omitempty"` // true: every member in one domain, or wait; false: the fewest domains
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// Must be set: true, every member in one domain, or wait; false, the fewest domains (a preference).
+	// Left out, the request is refused, rather than read as a preference nobody asked for.
+	Required      *bool `protobuf:"varint,2,opt,name=required,proto3,oneof" json:"required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2790,8 +2793,8 @@ func (x *TopologyConstraint) GetLevel() string {
 }
 
 func (x *TopologyConstraint) GetRequired() bool {
-	if x != nil {
-		return x.Required
+	if x != nil && x.Required != nil {
+		return *x.Required
 	}
 	return false
 }
@@ -2905,8 +2908,8 @@ type PlaceGangResponse struct {
 	State         GangState              `protobuf:"varint,1,opt,name=state,proto3,enum=kubenexus.placement.v1.GangState" json:"state,omitempty"`
 	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"` // e.g. "waiting for pod group 3/8"
 	Members       []*MemberPlacement     `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
-	Placed        int32                  `protobuf:"varint,4,opt,name=placed,proto3" json:"placed,omitempty"`
-	MinMember     int32                  `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3" json:"min_member,omitempty"`
+	Placed        *int32                 `protobuf:"varint,4,opt,name=placed,proto3,oneof" json:"placed,omitempty"` // set always, 0 included
+	MinMember     *int32                 `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3,oneof" json:"min_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2963,15 +2966,15 @@ func (x *PlaceGangResponse) GetMembers() []*MemberPlacement {
 }
 
 func (x *PlaceGangResponse) GetPlaced() int32 {
-	if x != nil {
-		return x.Placed
+	if x != nil && x.Placed != nil {
+		return *x.Placed
 	}
 	return 0
 }
 
 func (x *PlaceGangResponse) GetMinMember() int32 {
-	if x != nil {
-		return x.MinMember
+	if x != nil && x.MinMember != nil {
+		return *x.MinMember
 	}
 	return 0
 }
@@ -3048,7 +3051,7 @@ type Victim struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pod           *PodRef                `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
 	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Priority      int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority      *int32                 `protobuf:"varint,3,opt,name=priority,proto3,oneof" json:"priority,omitempty"`          // set always, 0 included
 	PodGroup      string                 `protobuf:"bytes,4,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"` // namespace/name of the gang it is evicted with, whole; empty for a lone pod
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3099,8 +3102,8 @@ func (x *Victim) GetNode() string {
 }
 
 func (x *Victim) GetPriority() int32 {
-	if x != nil {
-		return x.Priority
+	if x != nil && x.Priority != nil {
+		return *x.Priority
 	}
 	return 0
 }
@@ -3556,8 +3559,8 @@ type PermitStatusResponse struct {
 	State         PermitState            `protobuf:"varint,1,opt,name=state,proto3,enum=kubenexus.placement.v1.PermitState" json:"state,omitempty"`
 	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	PodGroup      string                 `protobuf:"bytes,3,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"` // namespace/name of the pod's group; empty for a pod outside any group
-	Ready         int32                  `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
-	MinMember     int32                  `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3" json:"min_member,omitempty"`
+	Ready         *int32                 `protobuf:"varint,4,opt,name=ready,proto3,oneof" json:"ready,omitempty"`                // set always, 0 included
+	MinMember     *int32                 `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3,oneof" json:"min_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3614,15 +3617,15 @@ func (x *PermitStatusResponse) GetPodGroup() string {
 }
 
 func (x *PermitStatusResponse) GetReady() int32 {
-	if x != nil {
-		return x.Ready
+	if x != nil && x.Ready != nil {
+		return *x.Ready
 	}
 	return 0
 }
 
 func (x *PermitStatusResponse) GetMinMember() int32 {
-	if x != nil {
-		return x.MinMember
+	if x != nil && x.MinMember != nil {
+		return *x.MinMember
 	}
 	return 0
 }
@@ -3671,11 +3674,14 @@ func (x *GetNodeTopologyRequest) GetNode() string {
 	return ""
 }
 
+// Amounts are Kubernetes quantities as the API server prints them (resource.Quantity's canonical form):
+// bytes with binary suffixes ("510Gi", "1536Ki"), everything else decimal ("62", "500m", "8", "4k").
+// Read them as any Kubernetes quantity (resource.ParseQuantity, kubernetes.utils.parse_quantity).
 type ResourceAmount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Total         float64                `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"` // cells: what the kubelet judges "preferred" on; node: allocatable
-	Free          float64                `protobuf:"fixed64,3,opt,name=free,proto3" json:"free,omitempty"`
+	Total         string                 `protobuf:"bytes,4,opt,name=total,proto3" json:"total,omitempty"` // cells: what the kubelet judges "preferred" on; node: allocatable; Explain: the request
+	Free          string                 `protobuf:"bytes,5,opt,name=free,proto3" json:"free,omitempty"`   // unset in Explain's requests
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3717,23 +3723,23 @@ func (x *ResourceAmount) GetName() string {
 	return ""
 }
 
-func (x *ResourceAmount) GetTotal() float64 {
+func (x *ResourceAmount) GetTotal() string {
 	if x != nil {
 		return x.Total
 	}
-	return 0
+	return ""
 }
 
-func (x *ResourceAmount) GetFree() float64 {
+func (x *ResourceAmount) GetFree() string {
 	if x != nil {
 		return x.Free
 	}
-	return 0
+	return ""
 }
 
 type NumaCell struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
-	Id                     int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id                     *int32                 `protobuf:"varint,1,opt,name=id,proto3,oneof" json:"id,omitempty"` // set always (optional so that JSON shows cell 0); the same for every count below
 	Resources              []*ResourceAmount      `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
 	LocalReadBandwidthMbps float64                `protobuf:"fixed64,3,opt,name=local_read_bandwidth_mbps,json=localReadBandwidthMbps,proto3" json:"local_read_bandwidth_mbps,omitempty"` // 0 where the host published no HMAT
 	LocalDistance          float64                `protobuf:"fixed64,4,opt,name=local_distance,json=localDistance,proto3" json:"local_distance,omitempty"`                                // SLIT distance to itself (10 on most hosts); 0 when unknown
@@ -3774,8 +3780,8 @@ func (*NumaCell) Descriptor() ([]byte, []int) {
 }
 
 func (x *NumaCell) GetId() int32 {
-	if x != nil {
-		return x.Id
+	if x != nil && x.Id != nil {
+		return *x.Id
 	}
 	return 0
 }
@@ -3817,8 +3823,8 @@ func (x *NumaCell) GetIsolated() bool {
 
 type Gpu struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	NumaCell      int32                  `protobuf:"varint,2,opt,name=numa_cell,json=numaCell,proto3" json:"numa_cell,omitempty"` // -1 when the host did not say
+	Index         *int32                 `protobuf:"varint,1,opt,name=index,proto3,oneof" json:"index,omitempty"`
+	NumaCell      *int32                 `protobuf:"varint,2,opt,name=numa_cell,json=numaCell,proto3,oneof" json:"numa_cell,omitempty"` // -1 when the host did not say
 	Healthy       bool                   `protobuf:"varint,3,opt,name=healthy,proto3" json:"healthy,omitempty"`
 	Busy          bool                   `protobuf:"varint,4,opt,name=busy,proto3" json:"busy,omitempty"` // held by a pod we placed
 	unknownFields protoimpl.UnknownFields
@@ -3856,15 +3862,15 @@ func (*Gpu) Descriptor() ([]byte, []int) {
 }
 
 func (x *Gpu) GetIndex() int32 {
-	if x != nil {
-		return x.Index
+	if x != nil && x.Index != nil {
+		return *x.Index
 	}
 	return 0
 }
 
 func (x *Gpu) GetNumaCell() int32 {
-	if x != nil {
-		return x.NumaCell
+	if x != nil && x.NumaCell != nil {
+		return *x.NumaCell
 	}
 	return 0
 }
@@ -3885,8 +3891,8 @@ func (x *Gpu) GetBusy() bool {
 
 type GpuLink struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	A             int32                  `protobuf:"varint,1,opt,name=a,proto3" json:"a,omitempty"`
-	B             int32                  `protobuf:"varint,2,opt,name=b,proto3" json:"b,omitempty"`
+	A             *int32                 `protobuf:"varint,1,opt,name=a,proto3,oneof" json:"a,omitempty"`
+	B             *int32                 `protobuf:"varint,2,opt,name=b,proto3,oneof" json:"b,omitempty"`
 	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"` // nvidia-smi topo -m class: NV18, PIX, PXB, PHB, NODE, SYS, unknown
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3923,15 +3929,15 @@ func (*GpuLink) Descriptor() ([]byte, []int) {
 }
 
 func (x *GpuLink) GetA() int32 {
-	if x != nil {
-		return x.A
+	if x != nil && x.A != nil {
+		return *x.A
 	}
 	return 0
 }
 
 func (x *GpuLink) GetB() int32 {
-	if x != nil {
-		return x.B
+	if x != nil && x.B != nil {
+		return *x.B
 	}
 	return 0
 }
@@ -4218,15 +4224,15 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 type NodeSummary struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Name                  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	NumaCells             int32                  `protobuf:"varint,2,opt,name=numa_cells,json=numaCells,proto3" json:"numa_cells,omitempty"`
+	NumaCells             *int32                 `protobuf:"varint,2,opt,name=numa_cells,json=numaCells,proto3,oneof" json:"numa_cells,omitempty"`
 	TopologyManagerPolicy string                 `protobuf:"bytes,3,opt,name=topology_manager_policy,json=topologyManagerPolicy,proto3" json:"topology_manager_policy,omitempty"`
-	Gpus                  int32                  `protobuf:"varint,4,opt,name=gpus,proto3" json:"gpus,omitempty"`
-	FreeGpus              int32                  `protobuf:"varint,5,opt,name=free_gpus,json=freeGpus,proto3" json:"free_gpus,omitempty"`
-	AllocatableCpus       float64                `protobuf:"fixed64,6,opt,name=allocatable_cpus,json=allocatableCpus,proto3" json:"allocatable_cpus,omitempty"`
-	FreeCpus              float64                `protobuf:"fixed64,7,opt,name=free_cpus,json=freeCpus,proto3" json:"free_cpus,omitempty"`
-	AllocatableMemory     float64                `protobuf:"fixed64,8,opt,name=allocatable_memory,json=allocatableMemory,proto3" json:"allocatable_memory,omitempty"`
-	FreeMemory            float64                `protobuf:"fixed64,9,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
-	Pods                  int32                  `protobuf:"varint,10,opt,name=pods,proto3" json:"pods,omitempty"`
+	Gpus                  *int32                 `protobuf:"varint,4,opt,name=gpus,proto3,oneof" json:"gpus,omitempty"`
+	FreeGpus              *int32                 `protobuf:"varint,5,opt,name=free_gpus,json=freeGpus,proto3,oneof" json:"free_gpus,omitempty"`
+	Pods                  *int32                 `protobuf:"varint,10,opt,name=pods,proto3,oneof" json:"pods,omitempty"`
+	AllocatableCpus       string                 `protobuf:"bytes,11,opt,name=allocatable_cpus,json=allocatableCpus,proto3" json:"allocatable_cpus,omitempty"` // quantities, as ResourceAmount's: "62", "63500m"
+	FreeCpus              string                 `protobuf:"bytes,12,opt,name=free_cpus,json=freeCpus,proto3" json:"free_cpus,omitempty"`
+	AllocatableMemory     string                 `protobuf:"bytes,13,opt,name=allocatable_memory,json=allocatableMemory,proto3" json:"allocatable_memory,omitempty"` // "510Gi"
+	FreeMemory            string                 `protobuf:"bytes,14,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -4269,8 +4275,8 @@ func (x *NodeSummary) GetName() string {
 }
 
 func (x *NodeSummary) GetNumaCells() int32 {
-	if x != nil {
-		return x.NumaCells
+	if x != nil && x.NumaCells != nil {
+		return *x.NumaCells
 	}
 	return 0
 }
@@ -4283,52 +4289,52 @@ func (x *NodeSummary) GetTopologyManagerPolicy() string {
 }
 
 func (x *NodeSummary) GetGpus() int32 {
-	if x != nil {
-		return x.Gpus
+	if x != nil && x.Gpus != nil {
+		return *x.Gpus
 	}
 	return 0
 }
 
 func (x *NodeSummary) GetFreeGpus() int32 {
-	if x != nil {
-		return x.FreeGpus
-	}
-	return 0
-}
-
-func (x *NodeSummary) GetAllocatableCpus() float64 {
-	if x != nil {
-		return x.AllocatableCpus
-	}
-	return 0
-}
-
-func (x *NodeSummary) GetFreeCpus() float64 {
-	if x != nil {
-		return x.FreeCpus
-	}
-	return 0
-}
-
-func (x *NodeSummary) GetAllocatableMemory() float64 {
-	if x != nil {
-		return x.AllocatableMemory
-	}
-	return 0
-}
-
-func (x *NodeSummary) GetFreeMemory() float64 {
-	if x != nil {
-		return x.FreeMemory
+	if x != nil && x.FreeGpus != nil {
+		return *x.FreeGpus
 	}
 	return 0
 }
 
 func (x *NodeSummary) GetPods() int32 {
-	if x != nil {
-		return x.Pods
+	if x != nil && x.Pods != nil {
+		return *x.Pods
 	}
 	return 0
+}
+
+func (x *NodeSummary) GetAllocatableCpus() string {
+	if x != nil {
+		return x.AllocatableCpus
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetFreeCpus() string {
+	if x != nil {
+		return x.FreeCpus
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetAllocatableMemory() string {
+	if x != nil {
+		return x.AllocatableMemory
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetFreeMemory() string {
+	if x != nil {
+		return x.FreeMemory
+	}
+	return ""
 }
 
 type ListNodesResponse struct {
@@ -4472,9 +4478,9 @@ type ExplainResponse struct {
 	Rejection *NodeRejection         `protobuf:"bytes,3,opt,name=rejection,proto3" json:"rejection,omitempty"` // set when not placeable
 	// The pod's requests as the kubelet's resource managers see them at pod level.
 	QosClass      string            `protobuf:"bytes,4,opt,name=qos_class,json=qosClass,proto3" json:"qos_class,omitempty"`
-	Requests      []*ResourceAmount `protobuf:"bytes,5,rep,name=requests,proto3" json:"requests,omitempty"`
-	ExclusiveCpus int32             `protobuf:"varint,6,opt,name=exclusive_cpus,json=exclusiveCpus,proto3" json:"exclusive_cpus,omitempty"`
-	NumaIntent    string            `protobuf:"bytes,7,opt,name=numa_intent,json=numaIntent,proto3" json:"numa_intent,omitempty"` // the pod's intent policy; empty when it has none
+	Requests      []*ResourceAmount `protobuf:"bytes,5,rep,name=requests,proto3" json:"requests,omitempty"`                                       // `total`: the request
+	ExclusiveCpus *int32            `protobuf:"varint,6,opt,name=exclusive_cpus,json=exclusiveCpus,proto3,oneof" json:"exclusive_cpus,omitempty"` // set always, 0 included
+	NumaIntent    string            `protobuf:"bytes,7,opt,name=numa_intent,json=numaIntent,proto3" json:"numa_intent,omitempty"`                 // the pod's intent policy; empty when it has none
 	// What a Reserve on this node alone would give; nothing is reserved.
 	Placement *PodPlacement `protobuf:"bytes,8,opt,name=placement,proto3" json:"placement,omitempty"`
 	// The per-node port of the kubelet Topology Manager decided, not the vectorised rules.
@@ -4549,8 +4555,8 @@ func (x *ExplainResponse) GetRequests() []*ResourceAmount {
 }
 
 func (x *ExplainResponse) GetExclusiveCpus() int32 {
-	if x != nil {
-		return x.ExclusiveCpus
+	if x != nil && x.ExclusiveCpus != nil {
+		return *x.ExclusiveCpus
 	}
 	return 0
 }
@@ -4811,35 +4817,39 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\btopology\x18\x06 \x03(\v2*.kubenexus.placement.v1.TopologyConstraintR\btopology\x12\x16\n" +
 	"\x06source\x18\a \x01(\tR\x06source\x12=\n" +
 	"\x18schedule_timeout_seconds\x18\b \x01(\x05H\x00R\x16scheduleTimeoutSeconds\x88\x01\x01B\x1b\n" +
-	"\x19_schedule_timeout_seconds\"F\n" +
+	"\x19_schedule_timeout_seconds\"X\n" +
 	"\x12TopologyConstraint\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\tR\x05level\x12\x1a\n" +
-	"\brequired\x18\x02 \x01(\bR\brequired\"i\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12\x1f\n" +
+	"\brequired\x18\x02 \x01(\bH\x00R\brequired\x88\x01\x01B\v\n" +
+	"\t_required\"i\n" +
 	"\x10PlaceGangRequest\x126\n" +
 	"\x05group\x18\x01 \x01(\v2 .kubenexus.placement.v1.PodGroupR\x05group\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\"\x87\x01\n" +
 	"\x0fMemberPlacement\x120\n" +
 	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\x12B\n" +
-	"\tplacement\x18\x02 \x01(\v2$.kubenexus.placement.v1.PodPlacementR\tplacement\"\xde\x01\n" +
+	"\tplacement\x18\x02 \x01(\v2$.kubenexus.placement.v1.PodPlacementR\tplacement\"\x82\x02\n" +
 	"\x11PlaceGangResponse\x127\n" +
 	"\x05state\x18\x01 \x01(\x0e2!.kubenexus.placement.v1.GangStateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12A\n" +
-	"\amembers\x18\x03 \x03(\v2'.kubenexus.placement.v1.MemberPlacementR\amembers\x12\x16\n" +
-	"\x06placed\x18\x04 \x01(\x05R\x06placed\x12\x1d\n" +
+	"\amembers\x18\x03 \x03(\v2'.kubenexus.placement.v1.MemberPlacementR\amembers\x12\x1b\n" +
+	"\x06placed\x18\x04 \x01(\x05H\x00R\x06placed\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"min_member\x18\x05 \x01(\x05R\tminMember\"\xb1\x01\n" +
+	"min_member\x18\x05 \x01(\x05H\x01R\tminMember\x88\x01\x01B\t\n" +
+	"\a_placedB\r\n" +
+	"\v_min_member\"\xb1\x01\n" +
 	"\x0ePreemptRequest\x12-\n" +
 	"\x03pod\x18\x01 \x01(\v2\x1b.kubenexus.placement.v1.PodR\x03pod\x12\x19\n" +
 	"\bpod_json\x18\x02 \x01(\tR\apodJson\x126\n" +
 	"\x05group\x18\x03 \x01(\v2 .kubenexus.placement.v1.PodGroupR\x05group\x12\x1d\n" +
 	"\n" +
-	"node_names\x18\x04 \x03(\tR\tnodeNames\"\x87\x01\n" +
+	"node_names\x18\x04 \x03(\tR\tnodeNames\"\x99\x01\n" +
 	"\x06Victim\x120\n" +
 	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1a\n" +
-	"\bpriority\x18\x03 \x01(\x05R\bpriority\x12\x1b\n" +
-	"\tpod_group\x18\x04 \x01(\tR\bpodGroup\"R\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
+	"\bpriority\x18\x03 \x01(\x05H\x00R\bpriority\x88\x01\x01\x12\x1b\n" +
+	"\tpod_group\x18\x04 \x01(\tR\bpodGroupB\v\n" +
+	"\t_priority\"R\n" +
 	"\n" +
 	"Nomination\x120\n" +
 	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\x12\x12\n" +
@@ -4871,36 +4881,44 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\x15CheckEvictionResponse\x12C\n" +
 	"\bverdicts\x18\x01 \x03(\v2'.kubenexus.placement.v1.EvictionVerdictR\bverdicts\"G\n" +
 	"\x13PermitStatusRequest\x120\n" +
-	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\"\xbb\x01\n" +
+	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\"\xde\x01\n" +
 	"\x14PermitStatusResponse\x129\n" +
 	"\x05state\x18\x01 \x01(\x0e2#.kubenexus.placement.v1.PermitStateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
-	"\tpod_group\x18\x03 \x01(\tR\bpodGroup\x12\x14\n" +
-	"\x05ready\x18\x04 \x01(\x05R\x05ready\x12\x1d\n" +
+	"\tpod_group\x18\x03 \x01(\tR\bpodGroup\x12\x19\n" +
+	"\x05ready\x18\x04 \x01(\x05H\x00R\x05ready\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"min_member\x18\x05 \x01(\x05R\tminMember\",\n" +
+	"min_member\x18\x05 \x01(\x05H\x01R\tminMember\x88\x01\x01B\b\n" +
+	"\x06_readyB\r\n" +
+	"\v_min_member\",\n" +
 	"\x16GetNodeTopologyRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"N\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"Z\n" +
 	"\x0eResourceAmount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x12\n" +
-	"\x04free\x18\x03 \x01(\x01R\x04free\"\xf8\x01\n" +
-	"\bNumaCell\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\x12D\n" +
+	"\x05total\x18\x04 \x01(\tR\x05total\x12\x12\n" +
+	"\x04free\x18\x05 \x01(\tR\x04freeJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\x84\x02\n" +
+	"\bNumaCell\x12\x13\n" +
+	"\x02id\x18\x01 \x01(\x05H\x00R\x02id\x88\x01\x01\x12D\n" +
 	"\tresources\x18\x02 \x03(\v2&.kubenexus.placement.v1.ResourceAmountR\tresources\x129\n" +
 	"\x19local_read_bandwidth_mbps\x18\x03 \x01(\x01R\x16localReadBandwidthMbps\x12%\n" +
 	"\x0elocal_distance\x18\x04 \x01(\x01R\rlocalDistance\x12\x18\n" +
 	"\aclaimed\x18\x05 \x01(\bR\aclaimed\x12\x1a\n" +
-	"\bisolated\x18\x06 \x01(\bR\bisolated\"f\n" +
-	"\x03Gpu\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
-	"\tnuma_cell\x18\x02 \x01(\x05R\bnumaCell\x12\x18\n" +
+	"\bisolated\x18\x06 \x01(\bR\bisolatedB\x05\n" +
+	"\x03_id\"\x88\x01\n" +
+	"\x03Gpu\x12\x19\n" +
+	"\x05index\x18\x01 \x01(\x05H\x00R\x05index\x88\x01\x01\x12 \n" +
+	"\tnuma_cell\x18\x02 \x01(\x05H\x01R\bnumaCell\x88\x01\x01\x12\x18\n" +
 	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x12\n" +
-	"\x04busy\x18\x04 \x01(\bR\x04busy\"9\n" +
-	"\aGpuLink\x12\f\n" +
-	"\x01a\x18\x01 \x01(\x05R\x01a\x12\f\n" +
-	"\x01b\x18\x02 \x01(\x05R\x01b\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xa9\x01\n" +
+	"\x04busy\x18\x04 \x01(\bR\x04busyB\b\n" +
+	"\x06_indexB\f\n" +
+	"\n" +
+	"_numa_cell\"O\n" +
+	"\aGpuLink\x12\x11\n" +
+	"\x01a\x18\x01 \x01(\x05H\x00R\x01a\x88\x01\x01\x12\x11\n" +
+	"\x01b\x18\x02 \x01(\x05H\x01R\x01b\x88\x01\x01\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kindB\x04\n" +
+	"\x02_aB\x04\n" +
+	"\x02_b\"\xa9\x01\n" +
 	"\tPodOnNode\x120\n" +
 	"\x03pod\x18\x01 \x01(\v2\x1e.kubenexus.placement.v1.PodRefR\x03pod\x12\x1d\n" +
 	"\n" +
@@ -4921,21 +4939,27 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\x04gpus\x18\x05 \x03(\v2\x1b.kubenexus.placement.v1.GpuR\x04gpus\x12<\n" +
 	"\tgpu_links\x18\x06 \x03(\v2\x1f.kubenexus.placement.v1.GpuLinkR\bgpuLinks\x125\n" +
 	"\x04pods\x18\a \x03(\v2!.kubenexus.placement.v1.PodOnNodeR\x04pods\"\x12\n" +
-	"\x10ListNodesRequest\"\xd5\x02\n" +
+	"\x10ListNodesRequest\"\x9e\x03\n" +
 	"\vNodeSummary\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
 	"\n" +
-	"numa_cells\x18\x02 \x01(\x05R\tnumaCells\x126\n" +
-	"\x17topology_manager_policy\x18\x03 \x01(\tR\x15topologyManagerPolicy\x12\x12\n" +
-	"\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n" +
-	"\tfree_gpus\x18\x05 \x01(\x05R\bfreeGpus\x12)\n" +
-	"\x10allocatable_cpus\x18\x06 \x01(\x01R\x0fallocatableCpus\x12\x1b\n" +
-	"\tfree_cpus\x18\a \x01(\x01R\bfreeCpus\x12-\n" +
-	"\x12allocatable_memory\x18\b \x01(\x01R\x11allocatableMemory\x12\x1f\n" +
-	"\vfree_memory\x18\t \x01(\x01R\n" +
-	"freeMemory\x12\x12\n" +
+	"numa_cells\x18\x02 \x01(\x05H\x00R\tnumaCells\x88\x01\x01\x126\n" +
+	"\x17topology_manager_policy\x18\x03 \x01(\tR\x15topologyManagerPolicy\x12\x17\n" +
+	"\x04gpus\x18\x04 \x01(\x05H\x01R\x04gpus\x88\x01\x01\x12 \n" +
+	"\tfree_gpus\x18\x05 \x01(\x05H\x02R\bfreeGpus\x88\x01\x01\x12\x17\n" +
 	"\x04pods\x18\n" +
-	" \x01(\x05R\x04pods\"N\n" +
+	" \x01(\x05H\x03R\x04pods\x88\x01\x01\x12)\n" +
+	"\x10allocatable_cpus\x18\v \x01(\tR\x0fallocatableCpus\x12\x1b\n" +
+	"\tfree_cpus\x18\f \x01(\tR\bfreeCpus\x12-\n" +
+	"\x12allocatable_memory\x18\r \x01(\tR\x11allocatableMemory\x12\x1f\n" +
+	"\vfree_memory\x18\x0e \x01(\tR\n" +
+	"freeMemoryB\r\n" +
+	"\v_numa_cellsB\a\n" +
+	"\x05_gpusB\f\n" +
+	"\n" +
+	"_free_gpusB\a\n" +
+	"\x05_podsJ\x04\b\x06\x10\n" +
+	"\"N\n" +
 	"\x11ListNodesResponse\x129\n" +
 	"\x05nodes\x18\x01 \x03(\v2#.kubenexus.placement.v1.NodeSummaryR\x05nodes\"\x80\x01\n" +
 	"\x0eExplainRequest\x12/\n" +
@@ -4943,18 +4967,19 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\bpod_json\x18\x02 \x01(\tH\x00R\apodJson\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04nodeB\f\n" +
 	"\n" +
-	"pod_source\"\xaa\x03\n" +
+	"pod_source\"\xc2\x03\n" +
 	"\x0fExplainResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tplaceable\x18\x02 \x01(\bR\tplaceable\x12C\n" +
 	"\trejection\x18\x03 \x01(\v2%.kubenexus.placement.v1.NodeRejectionR\trejection\x12\x1b\n" +
 	"\tqos_class\x18\x04 \x01(\tR\bqosClass\x12B\n" +
-	"\brequests\x18\x05 \x03(\v2&.kubenexus.placement.v1.ResourceAmountR\brequests\x12%\n" +
-	"\x0eexclusive_cpus\x18\x06 \x01(\x05R\rexclusiveCpus\x12\x1f\n" +
+	"\brequests\x18\x05 \x03(\v2&.kubenexus.placement.v1.ResourceAmountR\brequests\x12*\n" +
+	"\x0eexclusive_cpus\x18\x06 \x01(\x05H\x00R\rexclusiveCpus\x88\x01\x01\x12\x1f\n" +
 	"\vnuma_intent\x18\a \x01(\tR\n" +
 	"numaIntent\x12B\n" +
 	"\tplacement\x18\b \x01(\v2$.kubenexus.placement.v1.PodPlacementR\tplacement\x123\n" +
-	"\x16decided_by_exact_model\x18\t \x01(\bR\x13decidedByExactModel*\xe2\x02\n" +
+	"\x16decided_by_exact_model\x18\t \x01(\bR\x13decidedByExactModelB\x11\n" +
+	"\x0f_exclusive_cpus*\xe2\x02\n" +
 	"\rRejectionKind\x12\x1e\n" +
 	"\x1aREJECTION_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREJECTION_KIND_UNKNOWN_NODE\x10\x01\x12\x1e\n" +
@@ -5214,14 +5239,23 @@ func file_kubenexus_placement_v1_placement_proto_init() {
 		(*ReserveRequest_PodJson)(nil),
 	}
 	file_kubenexus_placement_v1_placement_proto_msgTypes[35].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[36].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[39].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[41].OneofWrappers = []any{}
 	file_kubenexus_placement_v1_placement_proto_msgTypes[45].OneofWrappers = []any{
 		(*CheckEvictionRequest_Pod)(nil),
 		(*CheckEvictionRequest_PodJson)(nil),
 	}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[49].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[52].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[54].OneofWrappers = []any{}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[59].OneofWrappers = []any{}
 	file_kubenexus_placement_v1_placement_proto_msgTypes[61].OneofWrappers = []any{
 		(*ExplainRequest_Pod)(nil),
 		(*ExplainRequest_PodJson)(nil),
 	}
+	file_kubenexus_placement_v1_placement_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
