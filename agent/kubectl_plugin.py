@@ -20,7 +20,7 @@ from kubenexus.kube.errors import ApiUnavailable
 from kubenexus.topology.json_codec import dumps
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import decode_nrt
+from kubenexus.topology.nrt import decode_nrt, nrt_writers, written_by_kubenexus
 from kubenexus.topology.table import render_table_with_links
 
 EXIT_ERROR = 1
@@ -83,6 +83,12 @@ def _decode(node: str, published: Published, source: str) -> tuple[NodeTopology,
     if source == "annotation" or (source == "auto" and MODEL_KEY in published.annotations):
         return decode_node_metadata(published.labels, published.annotations), "Node annotation"
     if source in ("auto", "nrt") and published.nrt is not None:
+        if not written_by_kubenexus(published.nrt):
+            by = ", ".join(nrt_writers(published.nrt)) or "another writer"
+            raise ValueError(
+                f"node {node!r}: its NodeResourceTopology is written by {by}, not by kubenexus-agent, and holds no "
+                "KubeNexus model (the agent leaves it to that writer and publishes on the Node: --source annotation)"
+            )
         return decode_nrt(published.nrt), "NodeResourceTopology"
     wanted = {"auto": "topology", "annotation": "model annotation", "nrt": "NodeResourceTopology"}[source]
     raise ValueError(f"node {node!r} has no published {wanted} yet (is kubenexus-agent running on it?)")

@@ -16,6 +16,12 @@ On the Node only keys the agent owns (``is_owned_key``) ever appear in a patch, 
 annotations written by anyone else are never touched. The NRT object is the agent's own; its
 content (zones, attributes, policies) is replaced wholesale by the patch, its metadata is
 patched key by key like the Node's.
+
+An NRT of the node's name that another wrote (it carries no KubeNexus model: Node Feature Discovery's
+nfd-topology-updater applies its own, with ``Force``, every minute) is left to that writer: the pass reports
+``Outcome.LEFT`` and writes nothing, so the two never fight over the object. The model then reaches the
+placement service through the Node's annotations (``--mode both``, the default deployment). Deleting that
+NRT gives it back to the agent at its next pass (docs/deploy.md, "Beside Node Feature Discovery").
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TextIO
 from urllib.parse import quote
 
@@ -36,6 +42,7 @@ from kubenexus.kube.client import MERGE_PATCH, Json, KubeClient, connect
 from kubenexus.kube.errors import API_ERRORS, ApiError, describe, is_retryable
 from kubenexus.kube.paths import NODES_PATH, NRT_GROUP, NRT_PLURAL, NRT_VERSION, NRTS_PATH
 from kubenexus.topology.labels import NodeMetadata, is_owned_key
+from kubenexus.topology.nrt import nrt_writers, written_by_kubenexus
 
 FIELD_MANAGER = "kubenexus-agent"
 # The NRT's identity and bookkeeping: everything else at the top level is content the agent owns.
@@ -67,6 +74,7 @@ class Outcome(enum.StrEnum):
     UPDATED = "updated"  # a change was written
     UNCHANGED = "unchanged"  # read back, already as desired, nothing written
     SKIPPED = "skipped"  # same desired state as last published and no resync due: no API call
+    LEFT = "left"  # another writer's object (an NFD NodeResourceTopology): read, left as it is
     DRY_RUN = "dry-run"  # the change was printed instead of written
     FAILED = "failed"
 
@@ -78,12 +86,20 @@ class PublishResult:
     attempts: int = 0  # API round trips of read-plan-write, retries included
     writes: int = 0
     error: str | None = None
+    left_to: tuple[str, ...] = ()  # LEFT: the object's writers (its field managers), when the server names them
 
 
 @dataclass(frozen=True)
 class NrtWrite:
     verb: str  # "create" or "patch"
     body: Json
+
+
+@dataclass(frozen=True)
+class AnotherWriters:
+    """The NRT is another writer's: nothing to write (``plan_nrt_write``)."""
+
+    writers: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -128,10 +144,13 @@ def plan_node_patch(
     return {"metadata": metadata} if metadata else None
 
 
-def plan_nrt_write(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> NrtWrite | None:
-    """Create the NRT when absent; else a merge patch of the content and owned metadata that differ."""
+def plan_nrt_write(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> NrtWrite | AnotherWriters | None:
+    """Create the NRT when absent; leave it when another wrote it; else a merge patch of the content and owned
+    metadata that differ."""
     if current is None:
         return NrtWrite("create", dict(desired))
+    if not written_by_kubenexus(current):
+        return AnotherWriters(tuple(w for w in nrt_writers(current) if w != FIELD_MANAGER))
     patch: Json = {}
     for key in sorted((set(desired) | set(current)) - _NRT_ENVELOPE):
         if key not in desired:
@@ -258,6 +277,7 @@ class Publisher:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     _last: dict[Target, Any] = field(default_factory=dict, init=False)
     _synced_at: dict[Target, float] = field(default_factory=dict, init=False)
+    _left_to: tuple[str, ...] = field(default=(), init=False)
 
     def publish(self, *, metadata: NodeMetadata | None, nrt: Mapping[str, Any] | None) -> tuple[PublishResult, ...]:
         """Publish what is given (None: not in this mode); one result per target."""
@@ -274,7 +294,9 @@ class Publisher:
         if not self.dry_run and not resync_due and self._last.get(target) == desired:
             return PublishResult(target, Outcome.SKIPPED)
         result = self._with_retries(target, lambda: sync(desired))
-        if result.outcome in (Outcome.UPDATED, Outcome.UNCHANGED):
+        if result.outcome is Outcome.LEFT:
+            result = replace(result, left_to=self._left_to)
+        if result.outcome in (Outcome.UPDATED, Outcome.UNCHANGED, Outcome.LEFT):
             self._last[target] = desired
             self._synced_at[target] = now
         return result
@@ -323,6 +345,9 @@ class Publisher:
         write = plan_nrt_write(self.api.read_nrt(self.node_name), desired)
         if write is None:
             return Outcome.UNCHANGED
+        if isinstance(write, AnotherWriters):
+            self._left_to = write.writers
+            return Outcome.LEFT
         if self.dry_run:
             content_type = MERGE_PATCH if write.verb == "patch" else "application/json"
             self._print(write.verb, f"{NRT_GROUP}/{NRT_VERSION}", NRT_PLURAL, write.body, content_type=content_type)

@@ -26,6 +26,7 @@ from agent.publish import (
     Publisher,
     PublishResult,
     RetryPolicy,
+    Target,
     connect_nodes,
 )
 from agent.serving import AgentMetrics, Health
@@ -127,6 +128,7 @@ class _Loop:
         self._discovered_at = -float("inf")
         self._last_good_zones: ZoneReading | None = None
         self._dropped: tuple[str, ...] = ()
+        self._left_to: tuple[str, ...] | None = None  # the NRT's other writers, as last warned about
 
     def run(self, stop: threading.Event) -> int:
         log.info(
@@ -230,10 +232,32 @@ class _Loop:
         }
         if result.outcome is Outcome.FAILED:
             log.error("publish failed; the last published data stays", extra={**fields, "error": result.error})
+        elif result.outcome is Outcome.LEFT:
+            if result.left_to != self._left_to:  # once per change of writer, not once a minute
+                self._warn_left(result.left_to, fields)
+                self._left_to = result.left_to
         elif result.outcome is Outcome.SKIPPED:
             log.debug("nothing changed since the last publish", extra=fields)
         else:
             log.info("published", extra=fields)
+            if result.target is Target.NRT:
+                self._left_to = None
+
+    def _warn_left(self, writers: tuple[str, ...], fields: dict[str, object]) -> None:
+        by = ", ".join(writers) or "another writer"
+        if self._mode.labels:
+            log.warning(
+                f"the node's NodeResourceTopology is written by {by} (Node Feature Discovery?): left as it is; "
+                "the placement service reads this node's model from the Node's annotations",
+                extra={**fields, "writers": list(writers)},
+            )
+        else:
+            log.warning(
+                f"the node's NodeResourceTopology is written by {by} (Node Feature Discovery?): left as it is, "
+                "and with --mode=nrt nothing publishes this node's model: the placement service reads that "
+                "NRT's NUMA cells and amounts only; run with --mode=both",
+                extra={**fields, "writers": list(writers)},
+            )
 
 
 @contextlib.contextmanager

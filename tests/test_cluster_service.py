@@ -47,6 +47,7 @@ from placement.api.interceptor import SERVICE_NAME
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc as pb_grpc
 from placement.core.annotations import LEADER_LABEL, RESERVED_NODE_KEY
+from placement.core.quantity import exact_quantity
 from placement.shim.client import PlacementClient, ServiceError
 from tests.cluster_scene import publish_topology
 from tests.conftest import wait_until
@@ -435,8 +436,8 @@ def test_a_bound_pod_is_counted_as_used_until_it_is_deleted(cluster: Cluster, ru
     summary = eventually(lambda: running.summary(node), lambda s: s is not None and s.free_gpus == 0, "the pod counted")
     assert summary is not None
     assert summary.pods == before.pods + 1
-    assert before.free_cpus - summary.free_cpus == pytest.approx(16)
-    assert before.free_memory - summary.free_memory == 64 * 2**30
+    assert exact_quantity(before.free_cpus) - exact_quantity(summary.free_cpus) == 16
+    assert exact_quantity(before.free_memory) - exact_quantity(summary.free_memory) == 64 * 2**30
     assert running.verdicts(pod("probe", gpus=1), [node]) == {node: "REJECTION_KIND_INSUFFICIENT_RESOURCES"}
     cluster.force_delete(name)
     eventually(

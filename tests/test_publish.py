@@ -14,6 +14,8 @@ import pytest
 import urllib3
 
 from agent.publish import (
+    AnotherWriters,
+    NrtWrite,
     Outcome,
     Publisher,
     PublishError,
@@ -24,6 +26,7 @@ from agent.publish import (
 )
 from kubenexus.kube.errors import ApiError, is_retryable
 from kubenexus.topology.labels import NodeMetadata
+from kubenexus.topology.nrt import MODEL_ATTRIBUTE
 
 OWNED = "numa.kubenexus.io/node-count"
 POOL = urllib3.HTTPConnectionPool("127.0.0.1", 9)
@@ -75,6 +78,18 @@ NRT = {
     "kind": "NodeResourceTopology",
     "metadata": {"name": "n1"},
     "zones": [{"name": "node-0", "type": "Node"}],
+    "attributes": [{"name": "topologyManagerPolicy", "value": "none"}, {"name": MODEL_ATTRIBUTE, "value": "m"}],
+}
+# Node Feature Discovery's: the same zone shape, its own attributes and no model, applied by its field manager.
+NFD_NRT = {
+    **NRT,
+    "metadata": {
+        "name": "n1",
+        "managedFields": [
+            {"manager": "node-feature-discovery-topology-updater", "operation": "Apply"},
+            {"manager": "kubenexus-agent", "operation": "Update"},  # a write of ours NFD took over since
+        ],
+    },
     "attributes": [{"name": "topologyManagerPolicy", "value": "none"}],
 }
 
@@ -86,7 +101,7 @@ def as_stored(nrt: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def test_nrt_is_created_when_absent() -> None:
     write = plan_nrt_write(None, NRT)
-    assert write is not None
+    assert isinstance(write, NrtWrite)
     assert (write.verb, write.body) == ("create", NRT)
 
 
@@ -98,15 +113,20 @@ def test_nrt_patch_replaces_changed_content_and_drops_content_the_agent_no_longe
     changed = {**NRT, "zones": [{"name": "node-0", "type": "Node"}, {"name": "node-1", "type": "Node"}]}
     stored = as_stored(NRT, topologyPolicies=["SingleNUMANodeContainerLevel"])
     write = plan_nrt_write(stored, changed)
-    assert write is not None
+    assert isinstance(write, NrtWrite)
     assert (write.verb, write.body) == ("patch", {"topologyPolicies": None, "zones": changed["zones"]})
+
+
+def test_an_nrt_another_wrote_is_left_to_it() -> None:
+    assert plan_nrt_write(as_stored(NFD_NRT), NRT) == AnotherWriters(("node-feature-discovery-topology-updater",))
+    assert plan_nrt_write({**NRT, "attributes": []}, NRT) == AnotherWriters(())  # writers not named: still left
 
 
 def test_nrt_metadata_is_patched_key_by_key() -> None:
     stored = as_stored(NRT)
     stored["metadata"]["labels"] = {"example.com/team": "ml", "topology.kubenexus.io/stale": "1"}
     write = plan_nrt_write(stored, NRT)
-    assert write is not None
+    assert isinstance(write, NrtWrite)
     assert write.body == {"metadata": {"labels": {"topology.kubenexus.io/stale": None}}}
 
 
@@ -236,6 +256,28 @@ def test_first_publish_writes_then_an_unchanged_state_costs_no_api_call() -> Non
     again = publisher.publish(metadata=desired({OWNED: "2"}, {MODEL: "m"}), nrt=dict(NRT))
     assert [r.outcome for r in again] == [Outcome.SKIPPED, Outcome.SKIPPED]
     assert len(api.calls) == calls_after_first
+
+
+def test_an_nrt_node_feature_discovery_writes_is_never_written_and_the_node_still_is() -> None:
+    api = FakeApi()
+    api.nrt_object = as_stored(NFD_NRT)
+    clock = Clock()
+    publisher, _ = make_publisher(api, clock=clock)
+    node, nrt = publisher.publish(metadata=desired({OWNED: "2"}, {MODEL: "m"}), nrt=NRT)
+    assert (node.outcome, nrt.outcome, nrt.writes) == (Outcome.UPDATED, Outcome.LEFT, 0)
+    assert nrt.left_to == ("node-feature-discovery-topology-updater",)
+    assert api.writes == ["patch_node"]
+    assert api.nrt_object == as_stored(NFD_NRT)
+    # Left, as published: the same state is not read again before the resync; a new one is read, and left.
+    assert publisher.publish(metadata=None, nrt=NRT)[0].outcome is Outcome.SKIPPED
+    changed = {**NRT, "zones": []}
+    assert publisher.publish(metadata=None, nrt=changed)[0].outcome is Outcome.LEFT
+    # Deleted (NFD uninstalled): the agent's again, at its next pass.
+    api.nrt_object = None
+    clock.now += 3600
+    assert publisher.publish(metadata=None, nrt=changed)[0].outcome is Outcome.UPDATED
+    assert api.nrt_object == changed
+    assert api.writes == ["patch_node", "create_nrt"]
 
 
 def test_resync_reads_back_and_repairs_drift_but_writes_nothing_without_it() -> None:

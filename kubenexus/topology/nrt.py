@@ -76,6 +76,26 @@ def encode_nrt(topology: NodeTopology, *, node_name: str) -> dict[str, Any]:
     }
 
 
+def written_by_kubenexus(obj: Mapping[str, Any]) -> bool:
+    """Whether the NRT carries the agent's model: else another wrote it (Node Feature Discovery's
+    nfd-topology-updater replaces the attributes, the model with them, whenever it applies its own)."""
+    attributes = obj.get("attributes")
+    return isinstance(attributes, list) and any(
+        isinstance(attribute, Mapping) and attribute.get("name") == MODEL_ATTRIBUTE for attribute in attributes
+    )
+
+
+def nrt_writers(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The field managers that wrote the object's content (``metadata.managedFields``: e.g.
+    ``node-feature-discovery-topology-updater``), for messages; () when the server kept none."""
+    metadata = obj.get("metadata")
+    entries = metadata.get("managedFields") if isinstance(metadata, Mapping) else None
+    if not isinstance(entries, list):
+        return ()
+    managers = (entry.get("manager") for entry in entries if isinstance(entry, Mapping))
+    return tuple(dict.fromkeys(m for m in managers if isinstance(m, str) and m))
+
+
 def decode_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     """The model embedded in an NRT object, refused unless its zones and attributes agree with it."""
     if not isinstance(obj, Mapping):

@@ -243,6 +243,7 @@ def _placement(placement: Placement) -> pb.PodPlacement:
         breakdown=placement.breakdown,
         reservation_ttl_seconds=round(placement.ttl_s, 3),
         annotations=placement.annotations,
+        notes=placement.notes,
         claims=[
             pb.ClaimAllocation(
                 namespace=claim.namespace,
@@ -365,6 +366,7 @@ def node_topology(view: NodeView) -> pb.NodeTopology:
             )
             for p in view.pods
         ],
+        notes=view.notes,
     )
 
 

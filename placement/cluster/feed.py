@@ -52,7 +52,7 @@ from kubenexus.kube.reflector import Handler, Reflector
 from kubenexus.topology.json_codec import TopologyDecodeError
 from kubenexus.topology.labels import MODEL_KEY, decode_node_metadata
 from kubenexus.topology.model import NodeTopology
-from kubenexus.topology.nrt import decode_nrt
+from kubenexus.topology.nrt import decode_nrt, written_by_kubenexus
 from placement.cluster.batches import DEFAULT_INTERVAL_S, EventBatches
 from placement.cluster.dra_feed import DraFeed
 from placement.cluster.keyed import KeyedObjects
@@ -69,6 +69,7 @@ from placement.cluster.objects import (
 )
 from placement.core.annotations import pod_key
 from placement.core.dra.inferred import scheduling_topology
+from placement.core.foreign_nrt import decode_foreign_nrt
 from placement.core.pods import PodParseError, PodUsage, placed_pod, pod_usage, reserved_usage
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
@@ -198,11 +199,17 @@ class ClusterFeed:
 
 
 class _TopologyHandler:
-    """Node annotations and NRT objects into the index; an NRT wins over the annotation for its node.
+    """Node annotations and NRT objects into the index; for each node one report, the first of:
 
-    Both carry the same model, but the NRT also carries the kubelet's per-zone availability, and a Node
-    changes every few seconds for reasons that are not ours (status heartbeats): so a node with an NRT is
-    read from it, a node without one from its annotation, and an unchanged annotation is not re-decoded.
+    1. the agent's NRT (it carries the model: ``written_by_kubenexus``);
+    2. the agent's Node annotation;
+    3. an NRT another wrote (Node Feature Discovery's nfd-topology-updater): NUMA cells and their amounts
+       only (``placement.core.foreign_nrt``), read for a node without an agent.
+
+    The agent's two carry the same model, but its NRT also carries the kubelet's per-zone availability, and a
+    Node changes every few seconds for reasons that are not ours (status heartbeats): so a node with an NRT of
+    ours is read from it, a node without one from its annotation, and an unchanged annotation is not
+    re-decoded; another writer's NRT beside the annotation is not read at all (it changes every minute).
     Every Node, with an agent or not, also gives the scheduling facts its labels, taints, cordon and
     readiness; facts equal to those held are not written (a heartbeat costs a read and a comparison).
 
@@ -239,9 +246,13 @@ class _TopologyHandler:
             arrived = name not in self._nodes
             self._nodes.add(name)
         if MODEL_KEY not in annotations:
-            # No agent on this node yet (or NRT-only mode): nothing to read but its NRT, or its DRA devices.
+            # No agent on this node (or NRT-only mode): nothing to read but its NRT, or its DRA devices.
             _read(name, lambda: self._note_allocatable(name, obj))
-            if arrived:
+            with self._lock:
+                annotated = self._annotations.pop(name, None) is not None  # the agent's annotation removed
+            if annotated and name not in self._nrts:
+                self._forget(name)
+            elif arrived or (annotated and not self._own_nrt(name)):
                 self._read_nrt(name)
             return
         report = (dict(metadata.get("labels") or {}), dict(annotations))
@@ -250,7 +261,7 @@ class _TopologyHandler:
             self._annotations[name] = report
             if self._on_node is not None:
                 self._on_node(name, report[0], None)  # zone and rack labels may change on their own
-            if name in self._nrts:
+            if self._own_nrt(name):
                 if arrived:
                     self._read_nrt(name)
                 return
@@ -258,12 +269,21 @@ class _TopologyHandler:
                 return
             self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
 
+    def _own_nrt(self, name: str) -> bool:
+        nrt = self._nrts.get(name)
+        return nrt is not None and written_by_kubenexus(nrt)
+
     def _read_nrt(self, name: str) -> None:
-        """The NRT of a Node that just arrived, listed or watched before it (or kept while it was away)."""
+        """The node's NRT, kept from a list or watch that came before its Node (or while it was away): the
+        agent's; another writer's only for a node without the agent's annotation."""
         with self._lock:
             nrt = self._nrts.get(name)
-            if nrt is not None:
+            if nrt is None:
+                return
+            if written_by_kubenexus(nrt):
                 self._decode(name, lambda: self._upsert(name, decode_nrt(nrt)))
+            elif name not in self._annotations:
+                self._decode(name, lambda: self._upsert(name, decode_foreign_nrt(nrt)))
 
     def _note_allocatable(self, name: str, obj: Json) -> None:
         self._allocatable[name] = node_allocatable(obj)
@@ -297,12 +317,20 @@ class _TopologyHandler:
 
     def _nrt_changed(self, name: str, obj: Json) -> None:
         with self._lock:
-            if self._nrts.get(name) == obj:
+            before = self._nrts.get(name)
+            if before == obj:
                 return
             self._nrts[name] = obj
             if name not in self._nodes:
                 return  # no Node (yet, or any more): read when it arrives
-            self._decode(name, lambda: self._upsert(name, decode_nrt(obj)))
+            report = self._annotations.get(name)
+            if report is not None and not written_by_kubenexus(obj):
+                # Another writer's NRT beside the agent's annotation, which it does not replace; read the
+                # annotation again only where the agent's own NRT was the report until now.
+                if before is not None and written_by_kubenexus(before):
+                    self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
+                return
+            self._read_nrt(name)
 
     def _nrt_removed(self, name: str) -> None:
         with self._lock:
@@ -311,12 +339,17 @@ class _TopologyHandler:
                 return  # never read without its Node
             report = self._annotations.get(name)
             if report is None:
-                self._index.remove_node(name)
-                if self._on_node_removed is not None:
-                    self._on_node_removed(name)
-                self.infer(name)
+                self._forget(name)
             else:
                 self._decode(name, lambda: self._upsert(name, decode_node_metadata(*report)))
+
+    def _forget(self, name: str) -> None:
+        """The node's last report is gone: out of the index (or scheduled on its DRA devices alone)."""
+        with self._lock:
+            self._index.remove_node(name)
+            if self._on_node_removed is not None:
+                self._on_node_removed(name)
+            self.infer(name)
 
     def _upsert(self, name: str, topology: NodeTopology) -> None:
         self._index.upsert_topology(name, topology)

@@ -333,6 +333,7 @@ class PlacementEngine:
             breakdown=scores.breakdown(0),
             ttl_s=0.0,
             claims=claim_devices(devices, node, plan.cells),
+            notes=index.node_notes(node),
         )
         return Explanation(node, pending, demand, placement, None, exact)
 
@@ -610,6 +611,7 @@ class PlacementEngine:
             breakdown=decision.breakdown,
             ttl_s=0.0 if expires_at is None else max(0.0, expires_at - self.clock()),
             claims=claim_devices(decision.devices, decision.node, decision.cells),
+            notes=self.index.node_notes(decision.node),
         )
 
 

@@ -109,6 +109,7 @@ class CoordinatedGangs:
                     {},
                     ttl,
                     claim_devices(m.devices, m.node, m.cells),
+                    self.coordinator.index.node_notes(m.node),
                 )
                 for m in result.members
             )

@@ -159,6 +159,7 @@ class Placement:
     breakdown: Mapping[str, float]
     ttl_s: float  # 0 for a placement that reserves nothing (Explain)
     claims: tuple[ClaimDevices, ...] = ()  # DRA: the devices chosen for the pod's unallocated claims
+    notes: tuple[str, ...] = ()  # what the service knew less of on the node (``ClusterIndex.node_notes``)
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -37,6 +37,7 @@ class NodeView:
     gpus: tuple[GpuView, ...]
     gpu_links: tuple[tuple[int, int, str], ...]  # (a, b, nvidia-smi class such as NV18 or SYS)
     pods: tuple[PodView, ...]
+    notes: tuple[str, ...] = ()  # what the report could not tell (``ClusterIndex.node_notes``)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ def node_view(index: ClusterIndex, name: str) -> NodeView:
                 PodView(u.namespace, u.name, u.cells, u.gpus, bound, accounted)
                 for u, bound, accounted in index.pods_on(name)
             ),
+            notes=index.node_notes(name),
         )
 
 

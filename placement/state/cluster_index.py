@@ -52,6 +52,7 @@ from placement.core.constraints.context import PodInCluster
 from placement.core.constraints.model import Labels
 from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
 from placement.core.feasibility import memory_groups
+from placement.core.foreign_nrt import SOURCE as FOREIGN_NRT
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.vocabulary import (
@@ -150,6 +151,7 @@ class _Node:
     fingerprint: str | None = None
     gpus: GpuShape | None = None
     pods: dict[tuple[str, str], _PodEntry] = field(default_factory=dict)
+    note: str | None = None  # what the report could not tell (another writer's NRT): said with each placement
 
 
 class ClusterIndex:
@@ -435,6 +437,7 @@ class ClusterIndex:
         self.cell_total[share, slot] = GPU_MILLI * self.cell_total[gpu, slot]
         self.reported_free[share, slot] = GPU_MILLI * self.reported_free[gpu, slot]
         node.fingerprint = topology.pods_fingerprint
+        node.note = next((w.message for w in topology.warnings if w.source == FOREIGN_NRT), None)
         node.gpus = self._gpu_shape(topology)
         self._widen_gpus(len(node.gpus.healthy) if node.gpus is not None else 0)
         self.generation[slot] += 1
@@ -807,6 +810,13 @@ class ClusterIndex:
 
     def numa_cells(self, slot: int) -> int:
         return int(self.numa_count[slot])
+
+    def node_notes(self, name: str) -> tuple[str, ...]:
+        """What the node's report could not tell, in a sentence (``placement.core.foreign_nrt``); () for a node
+        the agent reports."""
+        with self.lock:
+            node = self._nodes.get(name)
+            return () if node is None or node.note is None else (node.note,)
 
     def cells(self, slot: int) -> tuple[CellState, ...]:
         count = min(int(self.numa_count[slot]), MAX_NUMA)

@@ -405,6 +405,10 @@ class GangCoordinator:
         return self._config
 
     @property
+    def index(self) -> ClusterIndex:
+        return self._index
+
+    @property
     def permit_timeouts(self) -> int:
         """Permit timeouts so far: groups whose reserved members were released for not binding in time."""
         return self._permit_timeouts

@@ -1304,6 +1304,7 @@ class PodPlacement(_message.Message):
     RESERVATION_TTL_SECONDS_FIELD_NUMBER: _builtins.int
     ANNOTATIONS_FIELD_NUMBER: _builtins.int
     CLAIMS_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     pinned: _builtins.bool
     """the kubelet will pin the pod to numa_cells (else our prediction)"""
@@ -1331,6 +1332,12 @@ class PodPlacement(_message.Message):
         `allocation_json` into the claim's status.allocation (and the pod into status.reservedFor) before binding.
         """
 
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the service knew less of on this node, e.g. a topology read from a NodeResourceTopology another
+        wrote (Node Feature Discovery): NUMA cells and amounts only, GPUs by count. Empty for an agent's node.
+        """
+
     def __init__(
         self,
         *,
@@ -1343,10 +1350,11 @@ class PodPlacement(_message.Message):
         reservation_ttl_seconds: _builtins.float = ...,
         annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         claims: _abc.Iterable[Global___ClaimAllocation] | None = ...,
+        notes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "breakdown", b"breakdown", "claims", b"claims", "gpu_ids", b"gpu_ids", "node", b"node", "numa_cells", b"numa_cells", "pinned", b"pinned", "reservation_ttl_seconds", b"reservation_ttl_seconds", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "breakdown", b"breakdown", "claims", b"claims", "gpu_ids", b"gpu_ids", "node", b"node", "notes", b"notes", "numa_cells", b"numa_cells", "pinned", b"pinned", "reservation_ttl_seconds", b"reservation_ttl_seconds", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2218,6 +2226,7 @@ class NodeTopology(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     GPU_LINKS_FIELD_NUMBER: _builtins.int
     PODS_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     @_builtins.property
     def kubelet(self) -> Global___KubeletPolicy: ...
@@ -2231,6 +2240,10 @@ class NodeTopology(_message.Message):
     def gpu_links(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuLink]: ...
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodOnNode]: ...
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """what the service knows less of on this node (PodPlacement.notes)"""
+
     def __init__(
         self,
         *,
@@ -2241,10 +2254,11 @@ class NodeTopology(_message.Message):
         gpus: _abc.Iterable[Global___Gpu] | None = ...,
         gpu_links: _abc.Iterable[Global___GpuLink] | None = ...,
         pods: _abc.Iterable[Global___PodOnNode] | None = ...,
+        notes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["kubelet", b"kubelet"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "gpu_links", b"gpu_links", "gpus", b"gpus", "kubelet", b"kubelet", "name", b"name", "node_resources", b"node_resources", "pods", b"pods"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "gpu_links", b"gpu_links", "gpus", b"gpus", "kubelet", b"kubelet", "name", b"name", "node_resources", b"node_resources", "notes", b"notes", "pods", b"pods"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

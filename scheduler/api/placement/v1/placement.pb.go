@@ -2244,7 +2244,10 @@ type PodPlacement struct {
 	Annotations map[string]string `protobuf:"bytes,8,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// DRA: the devices chosen for each of the pod's unallocated ResourceClaims; the binder writes
 	// `allocation_json` into the claim's status.allocation (and the pod into status.reservedFor) before binding.
-	Claims        []*ClaimAllocation `protobuf:"bytes,10,rep,name=claims,proto3" json:"claims,omitempty"`
+	Claims []*ClaimAllocation `protobuf:"bytes,10,rep,name=claims,proto3" json:"claims,omitempty"`
+	// What the service knew less of on this node, e.g. a topology read from a NodeResourceTopology another
+	// wrote (Node Feature Discovery): NUMA cells and amounts only, GPUs by count. Empty for an agent's node.
+	Notes         []string `protobuf:"bytes,11,rep,name=notes,proto3" json:"notes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2338,6 +2341,13 @@ func (x *PodPlacement) GetAnnotations() map[string]string {
 func (x *PodPlacement) GetClaims() []*ClaimAllocation {
 	if x != nil {
 		return x.Claims
+	}
+	return nil
+}
+
+func (x *PodPlacement) GetNotes() []string {
+	if x != nil {
+		return x.Notes
 	}
 	return nil
 }
@@ -4102,6 +4112,7 @@ type NodeTopology struct {
 	Gpus          []*Gpu                 `protobuf:"bytes,5,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	GpuLinks      []*GpuLink             `protobuf:"bytes,6,rep,name=gpu_links,json=gpuLinks,proto3" json:"gpu_links,omitempty"`
 	Pods          []*PodOnNode           `protobuf:"bytes,7,rep,name=pods,proto3" json:"pods,omitempty"`
+	Notes         []string               `protobuf:"bytes,8,rep,name=notes,proto3" json:"notes,omitempty"` // what the service knows less of on this node (PodPlacement.notes)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4181,6 +4192,13 @@ func (x *NodeTopology) GetGpuLinks() []*GpuLink {
 func (x *NodeTopology) GetPods() []*PodOnNode {
 	if x != nil {
 		return x.Pods
+	}
+	return nil
+}
+
+func (x *NodeTopology) GetNotes() []string {
+	if x != nil {
+		return x.Notes
 	}
 	return nil
 }
@@ -4769,7 +4787,7 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\n" +
 	"node_names\x18\x03 \x03(\tR\tnodeNamesB\f\n" +
 	"\n" +
-	"pod_source\"\xb1\x04\n" +
+	"pod_source\"\xc7\x04\n" +
 	"\fPodPlacement\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
@@ -4781,7 +4799,8 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\x17reservation_ttl_seconds\x18\a \x01(\x01R\x15reservationTtlSeconds\x12W\n" +
 	"\vannotations\x18\b \x03(\v25.kubenexus.placement.v1.PodPlacement.AnnotationsEntryR\vannotations\x12?\n" +
 	"\x06claims\x18\n" +
-	" \x03(\v2'.kubenexus.placement.v1.ClaimAllocationR\x06claims\x1a<\n" +
+	" \x03(\v2'.kubenexus.placement.v1.ClaimAllocationR\x06claims\x12\x14\n" +
+	"\x05notes\x18\v \x03(\tR\x05notes\x1a<\n" +
 	"\x0eBreakdownEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a>\n" +
@@ -4930,7 +4949,7 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\x17topology_manager_policy\x18\x01 \x01(\tR\x15topologyManagerPolicy\x124\n" +
 	"\x16topology_manager_scope\x18\x02 \x01(\tR\x14topologyManagerScope\x12,\n" +
 	"\x12cpu_manager_static\x18\x03 \x01(\bR\x10cpuManagerStatic\x122\n" +
-	"\x15memory_manager_static\x18\x04 \x01(\bR\x13memoryManagerStatic\"\x90\x03\n" +
+	"\x15memory_manager_static\x18\x04 \x01(\bR\x13memoryManagerStatic\"\xa6\x03\n" +
 	"\fNodeTopology\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
 	"\akubelet\x18\x02 \x01(\v2%.kubenexus.placement.v1.KubeletPolicyR\akubelet\x126\n" +
@@ -4938,7 +4957,8 @@ const file_kubenexus_placement_v1_placement_proto_rawDesc = "" +
 	"\x0enode_resources\x18\x04 \x03(\v2&.kubenexus.placement.v1.ResourceAmountR\rnodeResources\x12/\n" +
 	"\x04gpus\x18\x05 \x03(\v2\x1b.kubenexus.placement.v1.GpuR\x04gpus\x12<\n" +
 	"\tgpu_links\x18\x06 \x03(\v2\x1f.kubenexus.placement.v1.GpuLinkR\bgpuLinks\x125\n" +
-	"\x04pods\x18\a \x03(\v2!.kubenexus.placement.v1.PodOnNodeR\x04pods\"\x12\n" +
+	"\x04pods\x18\a \x03(\v2!.kubenexus.placement.v1.PodOnNodeR\x04pods\x12\x14\n" +
+	"\x05notes\x18\b \x03(\tR\x05notes\"\x12\n" +
 	"\x10ListNodesRequest\"\x9e\x03\n" +
 	"\vNodeSummary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
