@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from placement.core.constraints.model import NodeFacts
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.dra.cel import compile_selector
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.slices import parse_resource_slice

@@ -7,7 +7,7 @@ nodes and NVLink fabric cliques of 18 on a third of the GPU nodes. Snapshots are
 single pods (1, 2 or 4 GPUs; 8 to 32 CPUs) placed with the exact model until a target share of GPUs is
 in use. Then:
 
-* plan time: ``placement.core.gang.plan_gang`` for gangs of 8 (4 GPUs each), 64 (2 GPUs) and 256
+* plan time: ``placement.core.gang_plan.plan_gang`` for gangs of 8 (4 GPUs each), 64 (2 GPUs) and 256
   (1 GPU) members, per spread policy, p50/p99 over several snapshots (the whole plan: filter, scoring,
   node choice, the exact kubelet check and GPU choice of every member);
 * the naive baseline: members one by one, each ranked by ``decision.rank`` with the SAME scoring (the
@@ -30,7 +30,7 @@ import numpy as np
 
 from kubenexus.topology.model import NodeTopology
 from placement.core.decision import rank
-from placement.core.gang import GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
+from placement.core.gang_plan import GangMember, GangPlan, Locality, NodeGpus, Workspace, plan_gang
 from placement.core.podgroup import SpreadPolicy
 from placement.core.vocabulary import IntArray, NodeArrays, demand_of
 from placement.state.cluster_index import ClusterIndex

@@ -7,7 +7,7 @@ service's idle CPU with abandoned gRPC-only groups.
    machines of ``benchmarks.gang``, with random single pods on 45% of the GPUs and on every node): a group
    of one-GPU members that fits (every member planned) and one that fails late (every one-GPU member
    planned, then one CPU member that no node can take now). The default cap
-   (``placement.state.gangs.DEFAULT_MAX_MEMBERS``) is the largest size planned within
+   (``placement.state.gang_coordinator.DEFAULT_MAX_MEMBERS``) is the largest size planned within
    ``CAP_PLAN_BUDGET_S``.
 2. **Filter p99 with a group at the cap waiting** (service in a child process, client here): the child
    serves gRPC over the same 1,000 nodes and runs ``PlacementEngine.tick`` on its own thread every
@@ -41,14 +41,19 @@ import psutil
 from benchmarks.service_child import READY, ServiceChild
 from placement.api.server import PlacementServer, ServerOptions
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.gang import GangMember, GangPlan, NodeGpus, Workspace, plan_gang
+from placement.core.gang_plan import GangMember, GangPlan, NodeGpus, Workspace, plan_gang
 from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import CPU, demand_of
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangSpec
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S, DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
+from placement.state.gang_coordinator import (
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_PERMIT_TIMEOUT_S,
+    DEFAULT_RACK_KEY,
+    DEFAULT_ZONE_KEY,
+)
 
 NODES = 1_000
 SIZES = (256, 512, 1024, 2048, 3072)

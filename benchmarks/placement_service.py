@@ -56,7 +56,7 @@ from placement.api.v1 import placement_pb2_grpc
 from placement.cluster.batches import DEFAULT_INTERVAL_S
 from placement.cluster.feed import ClusterFeed
 from placement.core import kernel
-from placement.core.constraints.model import NodeFacts, PlacedPod, Taint, TaintEffect
+from placement.core.constraints.constraint_types import NodeFacts, PlacedPod, Taint, TaintEffect
 from placement.service.engine import PlacementEngine
 from placement.service.heap import settle_heap
 from placement.state.cluster_index import ClusterIndex

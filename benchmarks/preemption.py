@@ -1,4 +1,4 @@
-"""Preemption decisions (``placement.state.preemption.find_preemption``): an 8 x 4-GPU gang over 1,000
+"""Preemption decisions (``placement.state.preemption_search.find_preemption``): an 8 x 4-GPU gang over 1,000
 nodes 90% full, against the 100 ms p99 target; and, for scale, a lone 8-GPU pod on the same cluster.
 
     python -m benchmarks.preemption [--nodes 1000] [--decisions 50] [--seed 0]
@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from placement.core.annotations import GROUP_NAME_KEY
-from placement.core.constraints.model import LabelSelector, PlacedPod
+from placement.core.constraints.constraint_types import LabelSelector, PlacedPod
 from placement.core.constraints.selectors import parse_label_selector
 from placement.core.pods import PendingPod, PodUsage
-from placement.core.preemption import DisruptionBudget
+from placement.core.preemption_rules import DisruptionBudget
 from placement.core.vocabulary import demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.preemption import NoPreemption, Preemption, find_preemption
+from placement.state.preemption_search import NoPreemption, Preemption, find_preemption
 from tests.gang_fixtures import member, pod
 from tests.machines.node_topologies import kubelet, nvswitch_node
 

@@ -1,4 +1,4 @@
-"""Preemption on the trace: the service's preemption against kube-scheduler's rule (``placement.sim.preemption``).
+"""Preemption on the trace: the service's preemption against kube-scheduler's rule (``placement.sim.preemption_trace``).
 
 ``python -m benchmarks.sim_preemption --seeds 3 --subsample 2 --jobs 2`` fills the trace's cluster with its
 low-priority pods, lets the high-priority ones arrive, and prints per rule the medians over seeds
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.sim.cli import cell
-from placement.sim.preemption import OURS, RULES, PreemptionResult, median_summary, simulate_preemption
+from placement.sim.preemption_trace import OURS, RULES, PreemptionResult, median_summary, simulate_preemption
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
     DEFAULT_POD_LIST,

@@ -36,7 +36,7 @@ from placement.api.server import PlacementServer, ServerOptions, TlsFiles
 from placement.cluster.batches import DEFAULT_INTERVAL_S
 from placement.core import kernel
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevelError, TopologyLevels, parse_topology_levels
-from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
+from placement.core.dra.gpu_devices import NVIDIA_GPU_DRIVERS
 from placement.core.workload_policies import (
     DEFAULT_POLICIES,
     PolicyConfigError,
@@ -45,13 +45,13 @@ from placement.core.workload_policies import (
 )
 from placement.demo import build_demo_cluster, grpcurl_connection, run_demo
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.service.heap import settle_heap
 from placement.shim.flags import add_binder_arguments, add_extender_arguments
 from placement.sim.cli import add_simulate_command
 from placement.state.cluster_index import ClusterIndex
 from placement.state.driver_reservations import DriverReservations
-from placement.state.gangs import DEFAULT_MAX_MEMBERS, GangConfig, GangCoordinator
+from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, GangConfig, GangCoordinator
 from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.core.constraints.model import ClaimFacts, Labels, NodeFacts, PlacedPod, Taint
+from placement.core.constraints.constraint_types import ClaimFacts, Labels, NodeFacts, PlacedPod, Taint
 from placement.core.constraints.reference import ClusterFacts
 from placement.core.vocabulary import BoolArray, IntArray
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from placement.core.constraints.model import NodeFacts, PlacedPod
+from placement.core.constraints.constraint_types import NodeFacts, PlacedPod
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.slices import parse_resource_slice
 from placement.core.pods import PodUsage

@@ -15,15 +15,15 @@ from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
 from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SPREAD_KEY
 from placement.core.feasibility import node_resources
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, plan_gang
+from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, Locality, NodeGpus, plan_gang
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, Pod, QOSClass, admit
 from placement.core.vocabulary import IntArray, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import DEFAULT_RACK_KEY as RACK
-from placement.state.gangs import DEFAULT_ZONE_KEY as ZONE
-from placement.state.gangs import GangConfig, GangCoordinator
+from placement.state.gang_coordinator import DEFAULT_RACK_KEY as RACK
+from placement.state.gang_coordinator import DEFAULT_ZONE_KEY as ZONE
+from placement.state.gang_coordinator import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
 from tests.machines.node_topologies import GIB, RDMA
 

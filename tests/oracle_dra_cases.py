@@ -30,8 +30,8 @@ from placement.core.dra.allocation import allocation_result
 from placement.core.dra.best_fit import BestFit, best_fit
 from placement.core.dra.cel import compile_selector
 from placement.core.dra.claims import ClaimError, parse_device_class, parse_resource_claim
+from placement.core.dra.device_types import SliceError
 from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
-from placement.core.dra.model import SliceError
 from placement.core.dra.slices import parse_resource_slice
 from placement.state.dra_state import DraState
 from tests.conftest import SHARED_DATA

@@ -35,11 +35,11 @@ from placement.api.server import PlacementServer, ServerOptions
 from placement.cluster.feed import ClusterFeed
 from placement.core.annotations import FIELD_MANAGER
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.shim.binder import Binder
 from placement.shim.client import PlacementClient
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator
+from placement.state.gang_coordinator import GangCoordinator
 from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 from tests.conftest import STARTUP_TIMEOUT_S

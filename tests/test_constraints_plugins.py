@@ -10,9 +10,7 @@ import pytest
 from placement.cluster.objects import node_facts
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
-from placement.core.constraints.context import PodInCluster
-from placement.core.constraints.filtering import constraint_filter
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     LabelSelector,
     NodeAffinity,
@@ -31,6 +29,8 @@ from placement.core.constraints.model import (
     TopologySpreadConstraint,
     WhenUnsatisfiable,
 )
+from placement.core.constraints.context import PodInCluster
+from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.terms import IncomingPod
 from placement.core.constraints.verdicts import (

@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
-from placement.core.constraints.context import PLUGIN_WEIGHTS, PodInCluster
-from placement.core.constraints.filtering import constraint_filter
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     GpuRequirements,
     HostPort,
@@ -44,6 +42,8 @@ from placement.core.constraints.model import (
     WeightedPodAffinityTerm,
     WhenUnsatisfiable,
 )
+from placement.core.constraints.context import PLUGIN_WEIGHTS, PodInCluster
+from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.terms import IncomingPod
 from placement.core.scoring import Scores, with_constraint_scores

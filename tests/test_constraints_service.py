@@ -16,13 +16,13 @@ import grpc
 import pytest
 
 from placement.api.v1 import placement_pb2 as pb
+from placement.core.constraints.constraint_types import HostPort, NodeFacts, PlacedPod, Taint, TaintEffect
 from placement.core.constraints.context import PLUGIN_WEIGHTS
-from placement.core.constraints.model import HostPort, NodeFacts, PlacedPod, Taint, TaintEffect
 from placement.core.scoring import CONSTRAINT_COMPONENTS, TOPOLOGY_WEIGHT, ScoringWeights
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangConfig, GangCoordinator
+from placement.state.gang_coordinator import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
 from tests.gang_fixtures import Clock
 from tests.grpc_server import RunningServer

@@ -17,8 +17,8 @@ import pytest
 
 from placement.core.constraints import reference
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.constraint_types import NodeFacts, PodConstraints, Requirement, Taint, Toleration
 from placement.core.constraints.filtering import constraint_filter
-from placement.core.constraints.model import NodeFacts, PodConstraints, Requirement, Taint, Toleration
 from placement.core.constraints.reference import ClusterFacts
 from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.selectors import (

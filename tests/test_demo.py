@@ -20,7 +20,7 @@ from kubenexus.topology.topo_matrix import parse_topo_matrix
 from placement.api.codec import decode_pod
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import POLICY_KEY
-from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
+from placement.core.constraints.constraint_types import NodeFacts, Taint, TaintEffect
 from placement.core.intent import NumaIntentPolicy
 from placement.demo import (
     FLEET,
@@ -38,9 +38,9 @@ from placement.demo import (
 )
 from placement.demo.dra import DRA_TAINT, DRA_TOLERATION, dra_node_names
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangState
-from placement.state.gangs import DEFAULT_PERMIT_TIMEOUT_S, GangPhase
+from placement.state.gang_coordinator import DEFAULT_PERMIT_TIMEOUT_S, GangPhase
 from tests.conftest import GPU_DIR, require_shared
 from tests.fake_sysfs import build_two_socket_host
 from tools.build_demo_machines import MACHINES_DIR, machine_documents, main

@@ -33,7 +33,7 @@ from placement.core.domains import (
     parse_topology_levels,
     plan_in_domains,
 )
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, NodeGpus, plan_gang
+from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, NodeGpus, plan_gang
 from placement.core.vocabulary import IntArray, demand_of
 from placement.state.cluster_index import ClusterIndex
 from tests.gang_fixtures import pod

@@ -27,7 +27,7 @@ from benchmarks.dra_allocation import (
     shares,
 )
 from placement.core.dra.best_fit import BestFit, best_fit
-from placement.core.dra.gpus import dra_gpus
+from placement.core.dra.gpu_devices import dra_gpus
 from placement.core.dra.join import join_topology
 
 SEED = 7

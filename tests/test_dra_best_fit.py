@@ -29,7 +29,7 @@ from placement.core.dra.best_fit import MAX_CANDIDATES, BestFit, FitScore, FitWe
 from placement.core.dra.claims import DeviceClass, ResourceClaim, parse_device_class, parse_resource_claim
 from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import conflicts
-from placement.core.dra.gpus import GpuKind, dra_gpus
+from placement.core.dra.gpu_devices import GpuKind, dra_gpus
 from placement.core.dra.join import join_topology
 from placement.core.dra.pools import DeviceRef, Pool, gather_pools
 from placement.core.dra.search import AllocationError, ClaimSolution, Inventory, Search, node_inventory

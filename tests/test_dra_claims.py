@@ -23,7 +23,7 @@ from placement.core.dra.claims import (
     parse_resource_claim_template,
     taint_tolerated,
 )
-from placement.core.dra.model import DeviceTaint, QualifiedName
+from placement.core.dra.device_types import DeviceTaint, QualifiedName
 from placement.core.dra.pools import DeviceRef
 from tests.conftest import SHARED_DATA, require_shared
 

@@ -14,7 +14,7 @@ import pytest
 
 from kubenexus.topology.model import NodeTopology
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.constraints.model import NodeFacts
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.pod_claims import ClaimsUnusable, PodResourceClaim, resolve_pod_claims
 from placement.core.dra.slices import parse_resource_slice

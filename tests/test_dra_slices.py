@@ -20,10 +20,7 @@ import pytest
 import yaml
 
 from kubenexus.topology.model import Gpu
-from placement.core.dra.footprints import conflicts, footprint, overdrawn_counters
-from placement.core.dra.gpus import DraGpu, GpuKind, dra_gpus, gpu_identity, normalize_pci_bus_id
-from placement.core.dra.join import MatchedBy, infer_topology, join_topology
-from placement.core.dra.model import (
+from placement.core.dra.device_types import (
     Attribute,
     AttributeKind,
     CounterConsumption,
@@ -37,6 +34,9 @@ from placement.core.dra.model import (
     SliceError,
     Version,
 )
+from placement.core.dra.footprints import conflicts, footprint, overdrawn_counters
+from placement.core.dra.gpu_devices import DraGpu, GpuKind, dra_gpus, gpu_identity, normalize_pci_bus_id
+from placement.core.dra.join import MatchedBy, infer_topology, join_topology
 from placement.core.dra.pools import Pool, PoolDevice, PoolStatus, gather_pools, node_devices
 from placement.core.dra.slices import Where, parse_attributes, parse_device, parse_resource_slice
 from tests.conftest import SHARED_DATA, require_shared

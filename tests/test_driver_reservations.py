@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from placement.core.constraints.model import NodeFacts
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.pods import pod_spec_from_json
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest

@@ -12,7 +12,7 @@ from placement.cluster.feed import ClusterFeed
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevels
 from placement.core.pods import ContainerSpec, PendingPod, PodSpec
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import GangCounts
+from placement.service.gang_port import GangCounts
 from placement.service.results import GangOutcome, GangSpec, PermitOutcome
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.constraints.model import PlacedPod
+from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.dra.claims import parse_resource_claim
 from placement.core.pods import PodUsage
 from placement.core.vocabulary import demand_of

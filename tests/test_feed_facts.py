@@ -21,7 +21,7 @@ from placement.cluster.objects import (
     volume_node_affinity,
 )
 from placement.core.annotations import RESERVED_NODE_KEY
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     NodeFacts,
     NodeSelectorTerm,

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
+from placement.core.constraints.constraint_types import NodeFacts, Taint, TaintEffect
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
+from placement.state import gang_coordinator as gang_state
 from placement.state import gang_rules
-from placement.state import gangs as gang_state
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator
+from placement.state.gang_coordinator import GangCoordinator
 from placement.state.reservations import Reservations
 from tests.gang_fixtures import Clock
 from tests.grpc_server import RunningServer

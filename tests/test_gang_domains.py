@@ -18,7 +18,7 @@ import pytest
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import GROUP_NAME_KEY, PREFERRED_TOPOLOGY_KEY, REQUIRED_TOPOLOGY_KEY
-from placement.core.constraints.model import NodeFacts
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.domains import (
     DEFAULT_LEVELS,
     RACK_KEY,
@@ -29,9 +29,9 @@ from placement.core.domains import (
 from placement.core.pods import PendingPod
 from placement.main import build_parser, main, topology_levels
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangConfig, GangCoordinator, GangPhase, GangPlacement, GangStatus
+from placement.state.gang_coordinator import GangConfig, GangCoordinator, GangPhase, GangPlacement, GangStatus
 from placement.state.reservations import Reservations
 from tests.gang_fixtures import Clock, Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
 from tests.grpc_server import RunningServer

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, NodeGpus, Workspace, member_capacity
+from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, NodeGpus, Workspace, member_capacity
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.vocabulary import demand_of
-from placement.state.gangs import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
+from placement.state.gang_coordinator import DEFAULT_RACK_KEY, DEFAULT_ZONE_KEY
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, member
 from tests.machines.node_topologies import cpu_node, kubelet, nvswitch_node, pcie_node
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kubenexus.topology.model import NodeTopology
 from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
-from placement.state.gangs import GangConfig
+from placement.state.gang_coordinator import GangConfig
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
 from tests.machines.node_topologies import cpu_node, kubelet, l40s_node, nvswitch_node, pcie_node
 

@@ -22,7 +22,7 @@ from placement.core.podgroup import DomainConstraint, GroupRef
 from placement.service.errors import InvalidRequest
 from placement.shim.gang_directory import APIS_OF, GroupApi, Seen
 from placement.shim.group_status import GroupOutcome, GroupStatusWriter, desired_status
-from placement.state.gangs import GangConfig, GangPlacement
+from placement.state.gang_coordinator import GangConfig, GangPlacement
 from tests.gang_fixtures import Cluster, member
 from tests.machines.node_topologies import nvswitch_node
 from tests.test_gang_directory import ScriptedApi

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-import placement.state.gangs as state_gangs
+import placement.state.gang_coordinator as state_gangs
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
-from placement.core.gang import plan_gang
+from placement.core.gang_plan import plan_gang
 from placement.core.pods import ContainerSpec, PendingPod, PodSpec
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangSpec, GangState
-from placement.state.gangs import GangConfig, GangPhase, GangPlacement, PermitVerdict
+from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement, PermitVerdict
 from tests.gang_fixtures import Cluster, assert_no_overcommit, member, pod
 from tests.machines.node_topologies import nvswitch_node
 

@@ -18,9 +18,9 @@ from kubenexus.jsonlog import JsonFormatter
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S, GangCoordinator
+from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S, GangCoordinator
 from placement.state.reservations import Reservations
 from tests.gang_fixtures import Clock
 from tests.grpc_server import RunningServer

@@ -17,8 +17,7 @@ import pytest
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.constraints import reference
-from placement.core.constraints.filtering import constraint_filter
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     GpuRequirements,
     LabelSelector,
     NodeFacts,
@@ -27,12 +26,13 @@ from placement.core.constraints.model import (
     TopologySpreadConstraint,
     WhenUnsatisfiable,
 )
+from placement.core.constraints.filtering import constraint_filter
 from placement.core.constraints.terms import IncomingPod
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, validate_pod
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator
+from placement.state.gang_coordinator import GangCoordinator
 from placement.state.reservations import Reservations
 from tests.constraint_cluster import ListCluster
 from tests.gang_fixtures import Clock

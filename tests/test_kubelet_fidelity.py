@@ -26,7 +26,7 @@ from kubenexus.topology.model import (
 )
 from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.feasibility import filter_nodes, node_resources
-from placement.core.gang import empty_view
+from placement.core.gang_plan import empty_view
 from placement.core.pods import PodUsage
 from placement.core.topology_manager import (
     AdmissionResult,

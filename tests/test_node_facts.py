@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     NodeFacts,
     NodeSelectorTerm,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement.state.nominations import DEFAULT_HOLD_S, Nominations
-from placement.state.preemption import Preemption, Victim
+from placement.state.preemption_search import Preemption, Victim
 from tests.gang_fixtures import Clock
 
 NODES = ["a", "b", "c"]

@@ -14,7 +14,7 @@ import pytest
 
 from kubenexus.topology.model import DeviceLink, Gpu, NodeTopology, PathKind
 from placement.core.device_manager import PreferredAllocationError
-from placement.core.gang import GangMember, GangPlan, NodeGpus, Workspace
+from placement.core.gang_plan import GangMember, GangPlan, NodeGpus, Workspace
 from placement.core.gpu_sets import build_gpu_link_table, choose_gpu_set
 from placement.core.gpuallocator import PairScores
 from placement.core.intent import NumaIntentPolicy, PodIntent
@@ -23,7 +23,7 @@ from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, NumaMask, Pod, QOSClass
 from placement.core.vocabulary import RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangPlacement
+from placement.state.gang_coordinator import GangPlacement
 from placement.state.reservations import Reservations
 from tests.discovered_topologies import nvml_machine_topology
 from tests.gang_fixtures import Cluster, member

@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from placement.api.codec import decode_pod
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import RESERVED_NODE_KEY
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     HostPort,
     InclusionPolicy,
     LabelSelector,

@@ -1,4 +1,4 @@
-"""Preemption decisions (``placement.state.preemption``): who is evicted, where the preemptor goes, and when
+"""Preemption decisions (``placement.state.preemption_search``): who is evicted, where the preemptor goes, and when
 nothing may be evicted. Pods are placed in a real ``ClusterIndex`` on catalogue machines; the kubelet's
 admission and the device plugin's GPU choice are the service's own models."""
 
@@ -12,7 +12,7 @@ import pytest
 from kubenexus.topology.model import NodeTopology
 from placement.cluster.objects import disruption_budget
 from placement.core.annotations import GROUP_NAME_KEY
-from placement.core.constraints.model import NodeFacts, PlacedPod
+from placement.core.constraints.constraint_types import NodeFacts, PlacedPod
 from placement.core.dra.claims import parse_resource_claim
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.podgroup import DomainConstraint
@@ -25,11 +25,11 @@ from placement.core.pods import (
     pod_spec_from_object,
     validate_pod,
 )
-from placement.core.preemption import DisruptionBudget, Unit, UnitPod, budget_violations, reprieve
+from placement.core.preemption_rules import DisruptionBudget, Unit, UnitPod, budget_violations, reprieve
 from placement.core.topology_manager import Container, Pod
 from placement.core.vocabulary import GPU_SHARE, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.preemption import NoPreemption, Preemption, find_preemption
+from placement.state.preemption_search import NoPreemption, Preemption, find_preemption
 from tests.dra_cluster import gpu_claim
 from tests.dra_victims import allocated_claim, dra_index, place_claiming
 from tests.gang_fixtures import member, pod

@@ -14,12 +14,12 @@ import pytest
 from kubenexus.topology.model import KubeletSettings
 from placement.api.codec import KIND_TO_PB
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.constraints.model import HostPort, NodeFacts, PlacedPod
+from placement.core.constraints.constraint_types import HostPort, NodeFacts, PlacedPod
 from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator
+from placement.state.gang_coordinator import GangCoordinator
 from placement.state.reservations import Reservations
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import cpu_node, kubelet

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.core.constraints.model import PodConstraints
+from placement.core.constraints.constraint_types import PodConstraints
 from placement.core.pods import PodUsage
 from placement.core.topology_manager import TOPOLOGY_AFFINITY_ERROR
 from placement.core.vocabulary import GPU_MILLI, GPU_SHARE, PodShape, demand_of

@@ -1,4 +1,4 @@
-"""Preemption on the trace (``placement.sim.preemption``): kube-scheduler's rule against ours on authored
+"""Preemption on the trace (``placement.sim.preemption_trace``): kube-scheduler's rule against ours on authored
 clusters, and the priority mix on the real trace."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from benchmarks.sim_preemption import TARGETS, main
 from placement.sim.cluster import Placed
 from placement.sim.policies import NAMESPACE
-from placement.sim.preemption import (
+from placement.sim.preemption_trace import (
     BATCH_PRIORITY,
     HIGH_PRIORITY,
     KUBE_SCHEDULER,

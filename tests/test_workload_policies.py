@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from placement.api.v1 import placement_pb2 as pb
-from placement.core.constraints.model import NodeFacts
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.pods import pod_spec_from_json
 from placement.core.workload_policies import (
     WORKLOAD_CLASS_KEY,

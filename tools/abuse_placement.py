@@ -44,7 +44,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from placement.api.v1 import placement_pb2 as pb
 from placement.api.v1 import placement_pb2_grpc
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
-from placement.state.gangs import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S
+from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S
 from tools.demo_service import start_demo, stop_demo
 from tools.throwaway_certificates import make_certificates
 

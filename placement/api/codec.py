@@ -40,7 +40,7 @@ from placement.service.results import (
 from placement.service.views import NodeSummary, NodeView
 from placement.state.cluster_index import Amount
 from placement.state.eviction_check import EvictionCandidate, EvictionVerdict
-from placement.state.gangs import PermitVerdict
+from placement.state.gang_coordinator import PermitVerdict
 
 KIND_TO_PB = {
     RejectionKind.UNKNOWN_NODE: pb.REJECTION_KIND_UNKNOWN_NODE,

@@ -11,7 +11,7 @@ from prometheus_client.registry import Collector
 
 from placement.core.vocabulary import RejectionKind
 from placement.service.engine import PlacementEngine
-from placement.service.gangs import GangCounts
+from placement.service.gang_port import GangCounts
 from placement.service.results import PreemptOutcome, Rejections
 
 # Decisions take about a millisecond over 1,000 nodes; the buckets resolve that and the slow tail.

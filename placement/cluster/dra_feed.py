@@ -30,7 +30,7 @@ from kubenexus.kube.paths import DRA_GROUP_PATH, DRA_VERSIONS, dra_path
 from kubenexus.kube.reflector import Reflector
 from placement.cluster.keyed import KeyedObjects
 from placement.core.dra.claims import ClaimError, parse_device_class, parse_resource_claim
-from placement.core.dra.model import SliceError
+from placement.core.dra.device_types import SliceError
 from placement.core.dra.slices import parse_resource_slice
 from placement.state.dra_state import DraState
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     Labels,
     LabelSelector,
     NodeFacts,
@@ -24,7 +24,7 @@ from placement.core.constraints.model import (
     TaintEffect,
 )
 from placement.core.constraints.selectors import NOTHING, SelectorError, parse_label_selector
-from placement.core.preemption import DisruptionBudget
+from placement.core.preemption_rules import DisruptionBudget
 from placement.core.quantity import quantity_value
 from placement.state.scheduling_facts import ClaimSource
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TypeVar
 
+from placement.core.topology_manager.admission_inputs import Pod
 from placement.core.topology_manager.bitmask import NumaMask
-from placement.core.topology_manager.model import Pod
 
 Device = TypeVar("Device", int, str)
 # GetPreferredAllocation(available, mustInclude, size) -> the device ids the plugin prefers.

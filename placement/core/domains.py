@@ -16,7 +16,7 @@ A constraint names a level (``DomainConstraint.level``): a configured level's na
 used as a level of its own (what a native PodGroup's ``schedulingConstraints.topology[].key`` gives).
 
 Planning within domains (``plan_in_domains``) chooses the candidate rows; the gang planner
-(``placement.core.gang.plan_gang``, passed in as ``plan``) still plans every member, NUMA cell and GPU
+(``placement.core.gang_plan.plan_gang``, passed in as ``plan``) still plans every member, NUMA cell and GPU
 within them, so a constraint composes with the kubelet's admission model on each node.
 
 * Required: every member in one domain, or wait. Each domain that could hold the members by its free
@@ -42,7 +42,14 @@ import numpy as np
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY, MAX_LABEL_VALUE, TOPOLOGY_PREFIX, valid_label_key
 from placement.core.annotations import DEFAULT_TOPOLOGY_LEVELS
 from placement.core.feasibility import filter_nodes
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, MemberRules, describe_demand, member_capacity
+from placement.core.gang_plan import (
+    GangMember,
+    GangPlan,
+    GangUnplaceable,
+    MemberRules,
+    describe_demand,
+    member_capacity,
+)
 from placement.core.vocabulary import IntArray, NodeArrays
 
 RACK_KEY = f"{TOPOLOGY_PREFIX}rack"
@@ -57,7 +64,7 @@ TOPOGRAPH_LEAF_KEY = "network.topology.nvidia.com/leaf"
 TOPOGRAPH_BLOCK_KEY = "network.topology.nvidia.com/block"
 TOPOGRAPH_SPINE_KEY = "network.topology.nvidia.com/spine"
 
-# The levels whose domains ``packed`` prefers a node set inside (``placement.core.gang.Locality``), by name.
+# The levels whose domains ``packed`` prefers a node set inside (``placement.core.gang_plan.Locality``), by name.
 NVLINK_LEVEL, RACK_LEVEL, ZONE_LEVEL = "nvlink", "rack", "zone"
 _DEFAULT_KEYS = {
     "nvlink": (FABRIC_CLIQUE_KEY, GFD_CLIQUE_KEY, TOPOGRAPH_ACCELERATOR_KEY),

@@ -9,7 +9,7 @@ Keys::
 
 Annotations only: a label value cannot hold the comma of a list. The values are validated on every pod,
 so a typo is refused whatever the pod asks for; the requirements apply to a pod that asks for GPUs
-(``placement.core.pods``), judged by ``placement.core.constraints.gpus``.
+(``placement.core.pods``), judged by ``placement.core.constraints.gpu_labels``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from placement.core.annotations import GPU_MIN_MEMORY_KEY, GPU_MODELS_KEY, InvalidValue
-from placement.core.constraints.model import GpuRequirements
+from placement.core.constraints.constraint_types import GpuRequirements
 from placement.core.constraints.selectors import label_value_error
 from placement.core.quantity import quantity_value
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from placement.core.device_manager import PreferredAllocationError, allocate_pod
 from placement.core.gpu_sets import GpuLinkTable
 from placement.core.gpuallocator import PairScores, best_effort_allocate
+from placement.core.topology_manager.admission_inputs import Pod
 from placement.core.topology_manager.bitmask import NumaMask
-from placement.core.topology_manager.model import Pod
 from placement.core.vocabulary import GPU_RESOURCE
 
 

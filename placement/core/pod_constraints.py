@@ -4,7 +4,7 @@ kube-scheduler reads more of a pod than its resources: ``spec.nodeName``, ``node
 ``tolerations``, ``topologySpreadConstraints``, the containers' host ports, ``schedulingGates``. They arrive
 as the API carries them, JSON values: from ``pod_json`` as they are, from the ``Pod`` message converted by
 the codec into the same form, so that one path checks both sources. This module turns them into the
-frozen vocabulary of ``placement.core.constraints.model`` with the rules of
+frozen vocabulary of ``placement.core.constraints.constraint_types`` with the rules of
 ``k8s.io/kubernetes/pkg/apis/core/validation`` (``ValidateNodeSelectorRequirement``,
 ``ValidateNodeFieldSelectorRequirement``, ``validatePodAffinityTerm``, ``ValidateTolerations``,
 ``validateTopologySpreadConstraints``, ``validateContainerPorts``, ``validateSchedulingGates``) and
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kubenexus.topology.labels import MAX_LABEL_VALUE, valid_dns_subdomain, valid_label_key, valid_label_value
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     HostPort,
     InclusionPolicy,
     Labels,

@@ -35,7 +35,7 @@ from placement.core.annotations import (
     InvalidValue,
     parse_ids,
 )
-from placement.core.constraints.model import GpuRequirements, HostPort, PlacedPod, PodConstraints
+from placement.core.constraints.constraint_types import GpuRequirements, HostPort, PlacedPod, PodConstraints
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.gang_sources import GangSourceError
 from placement.core.gang_sources import group_of as gang_group_of

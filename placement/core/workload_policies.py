@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY, InvalidValue
-from placement.core.constraints.model import LabelSelector, Operator, Requirement
+from placement.core.constraints.constraint_types import LabelSelector, Operator, Requirement
 from placement.core.constraints.selectors import Selector, SelectorError, parse_label_selector
 from placement.core.vocabulary import CPU, BoolArray, FloatArray, IntArray, NodeArrays, PodDemand
 

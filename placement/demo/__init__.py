@@ -31,7 +31,7 @@ from typing import TextIO
 from kubenexus.topology import json_codec
 from kubenexus.topology.model import NodeTopology
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, POLICY_KEY
-from placement.core.constraints.model import NodeFacts, Taint, TaintEffect
+from placement.core.constraints.constraint_types import NodeFacts, Taint, TaintEffect
 from placement.core.constraints.selectors import HOSTNAME_LABEL
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.pod_claims import PodResourceClaim
@@ -52,10 +52,10 @@ from placement.demo.dra import (
 )
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest, PlacementError
-from placement.service.gangs import CoordinatedGangs
+from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangOutcome, GangSpec, GangState, Placement, Rejections
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement
+from placement.state.gang_coordinator import GangCoordinator, GangPhase, GangPlacement
 
 # Machine type (file stem under machines/) and how many nodes of it the demo cluster has.
 FLEET: tuple[tuple[str, int], ...] = (

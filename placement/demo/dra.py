@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubenexus.topology.model import Gpu, NodeTopology
-from placement.core.constraints.model import Taint, TaintEffect
+from placement.core.constraints.constraint_types import Taint, TaintEffect
 
 DRIVER = "gpu.nvidia.com"
 DRA_FLEET = (("hgx-h100", 2),)  # nodes hgx-h100-dra-<n>

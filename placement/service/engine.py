@@ -49,7 +49,7 @@ from placement.service.errors import (
     NotLeader,
     PermissionDenied,
 )
-from placement.service.gangs import CoordinatedGangs, GangPort
+from placement.service.gang_port import CoordinatedGangs, GangPort
 from placement.service.results import (
     Explanation,
     FilterOutcome,
@@ -73,9 +73,9 @@ from placement.state.decision_cache import DecisionCache
 from placement.state.dra_verdicts import choose_devices
 from placement.state.driver_reservations import DriverReservations
 from placement.state.eviction_check import EvictionCandidate, EvictionVerdict, check_eviction
-from placement.state.gangs import GangCoordinator
+from placement.state.gang_coordinator import GangCoordinator
 from placement.state.nominations import Nominations
-from placement.state.preemption import NoPreemption, find_preemption
+from placement.state.preemption_search import NoPreemption, find_preemption
 from placement.state.reservations import Decision, Reservations, plan_on_slot
 
 _NO_INTENT = PodIntent()

@@ -18,8 +18,8 @@ from placement.core.podgroup import DomainConstraint
 from placement.core.pods import PendingPod, PodSpec
 from placement.core.vocabulary import PodDemand, RejectionKind
 from placement.state.dra_verdicts import DeviceChoice
-from placement.state.gangs import PermitVerdict
-from placement.state.preemption import Victim
+from placement.state.gang_coordinator import PermitVerdict
+from placement.state.preemption_search import Victim
 
 
 class Rejection(NamedTuple):

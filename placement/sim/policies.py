@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
-from placement.core.constraints.model import NodeFacts, PodConstraints
+from placement.core.constraints.constraint_types import NodeFacts, PodConstraints
 from placement.core.gpuallocator import best_effort_allocate
 from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod
@@ -32,7 +32,7 @@ from placement.core.vocabulary import GPU_MILLI, PodShape
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
 from placement.sim.trace import TracePod, gpu_model_affinity, node_labels, node_topology
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gangs import GangConfig, GangCoordinator, GangPlacement
+from placement.state.gang_coordinator import GangConfig, GangCoordinator, GangPlacement
 from placement.state.reservations import Reservations
 from placement.state.workload import WorkloadModel
 
@@ -361,7 +361,7 @@ def gang_member(key: str, pod: TracePod, *, group: str, size: int) -> PendingPod
 class Ours:
     """The placement service itself: ``Reservations.decide`` over a ``ClusterIndex`` of the trace nodes.
 
-    With ``gangs``, a gang goes through the service's ``GangCoordinator`` (``placement.state.gangs``): its
+    With ``gangs``, a gang goes through the service's ``GangCoordinator`` (``placement.state.gang_coordinator``): its
     members are planned together and reserved all or nothing; without, each member is decided alone.
     The fragmentation score measures against ``workload``'s shapes by frequency, as FGD's does; with
     ``workload`` None, against what the service's own model learns from the pods it places.

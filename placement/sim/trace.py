@@ -46,7 +46,7 @@ from kubenexus.topology.model import (
     NumaCell,
     PathKind,
 )
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     Labels,
     NodeAffinity,
     NodeSelectorTerm,
@@ -102,7 +102,7 @@ class TracePod:
     intent: NumaIntentPolicy | None = None
     gang: str | None = None  # gang name, for members of a synthesised gang
     gpu_models: tuple[str, ...] = ()  # the trace's gpu_spec: the node's GPU model must be one of these; () any
-    priority: int = 0  # spec.priority; the trace has none (placement.sim.preemption assigns a mix)
+    priority: int = 0  # spec.priority; the trace has none (placement.sim.preemption_trace assigns a mix)
 
     @property
     def shares_gpu(self) -> bool:

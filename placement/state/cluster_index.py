@@ -48,9 +48,9 @@ from kubenexus.topology.nrt import GPU_RESOURCE, cell_resources, decode_nrt
 from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.charging import charge_cells, charge_node
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.constraint_types import Labels
 from placement.core.constraints.context import PodInCluster
-from placement.core.constraints.model import Labels
-from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS
+from placement.core.dra.gpu_devices import NVIDIA_GPU_DRIVERS
 from placement.core.feasibility import memory_groups
 from placement.core.foreign_nrt import SOURCE as FOREIGN_NRT
 from placement.core.gpu_sets import GpuLinkTable, build_gpu_link_table

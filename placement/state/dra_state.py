@@ -22,11 +22,11 @@ from typing import TypeVar
 from kubenexus.topology.model import NodeTopology
 from placement.core.dra.best_fit import PreparedNode, prepare_node
 from placement.core.dra.claims import Consumer, DeviceClass, ResourceClaim
+from placement.core.dra.device_types import ResourceSlice
 from placement.core.dra.footprints import footprint
-from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, dra_gpus
+from placement.core.dra.gpu_devices import NVIDIA_GPU_DRIVERS, dra_gpus
 from placement.core.dra.inferred import gpu_topology
 from placement.core.dra.join import infer_topology
-from placement.core.dra.model import ResourceSlice
 from placement.core.dra.pools import DeviceRef, Pool, PoolDevice, gather_pools, node_devices
 from placement.core.dra.search import Inventory
 

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from placement.core.constraints.constraint_types import Labels
 from placement.core.constraints.context import PodInCluster
-from placement.core.constraints.model import Labels
 from placement.core.constraints.verdicts import ConstraintVerdict, FilterStage, Reasons, merge_with_resources
 from placement.core.decision import NodeJudge, NodePlan
 from placement.core.dra.best_fit import BestFit, FitWeights, best_fit
 from placement.core.dra.claims import ResourceClaim
+from placement.core.dra.device_types import NodeSelection
 from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
-from placement.core.dra.model import NodeSelection
 from placement.core.dra.pod_claims import ClaimsUnusable, PodClaims, resolve_pod_claims
 from placement.core.dra.pools import DeviceRef, selects_node
 from placement.core.feasibility import FilterResult

@@ -1,6 +1,6 @@
 """kube-scheduler's constraints for a pod group's members, judged against the cluster under the index lock.
 
-The gang planner (``placement.core.gang``) places members only where their constraints admit them
+The gang planner (``placement.core.gang_plan``) places members only where their constraints admit them
 (``member_rules``: each member's verdict over every slot, and one node each for members whose required
 anti-affinity on the hostname selects themselves). What the planner does not model, constraints between
 members (spread among them, pod affinity to one another, anti-affinity between members of different
@@ -23,13 +23,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from placement.core.constraints.model import PlacedPod
+from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.constraints.selectors import SelectorError
 from placement.core.constraints.terms import incoming_terms, matches_existing
 from placement.core.constraints.verdicts import AFFINITY_MISMATCH, ConstraintVerdict, FilterStage
 from placement.core.decision import NodePlan, rank
 from placement.core.feasibility import FilterResult
-from placement.core.gang import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberPlan, MemberRules, Workspace
+from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberPlan, MemberRules, Workspace
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights

@@ -1,6 +1,6 @@
 """Nodes held for preemptors while their victims terminate: kube-scheduler's nominated pods.
 
-When a preemption is decided (``placement.state.preemption``), its victims are evicted and take their
+When a preemption is decided (``placement.state.preemption_search``), its victims are evicted and take their
 grace period to leave; the room they free must go to the preemptor, not to whichever pod asks first.
 kube-scheduler records the preemptor's ``status.nominatedNodeName`` and, filtering any other pod, adds
 the nominated pods of priority >= that pod's onto their nodes first (``addNominatedPods`` in
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from placement.state.preemption import Preemption
+from placement.state.preemption_search import Preemption
 
 # The default grace period of a pod is 30 s (terminationGracePeriodSeconds); the hold covers it, the
 # eviction's round trips and the preemptor's next scheduling cycle.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.core.constraints.model import PlacedPod
+from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.decision import NodePlan, plan_on_node, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent

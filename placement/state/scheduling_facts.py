@@ -23,7 +23,7 @@
   it: a known difference, see ``placed_pods``).
 * **Namespaces** (labels), **PriorityClasses** (value, global default), **claims** (PersistentVolumeClaims
   with their PersistentVolumes and StorageClasses), **PodDisruptionBudgets** (what preemption may not
-  break: ``placement.core.preemption.DisruptionBudget``).
+  break: ``placement.core.preemption_rules.DisruptionBudget``).
 
 Memory: the nodes' label pairs and taints and the pods' label sets are pooled (one instance each, shared
 by every node or pod that carries it; the pods of one template carry one set). Measured with 10,000 nodes
@@ -52,7 +52,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     Labels,
     NodeFacts,
@@ -62,7 +62,7 @@ from placement.core.constraints.model import (
     Requirement,
     Taint,
 )
-from placement.core.preemption import DisruptionBudget
+from placement.core.preemption_rules import DisruptionBudget
 from placement.core.vocabulary import BoolArray, IntArray
 
 ABSENT = -1  # a label column's code for a slot whose node lacks the key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     HostPort,
     InclusionPolicy,
     Labels,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placement.core.constraints.model import Labels, NodeFacts, PlacedPod
+from placement.core.constraints.constraint_types import Labels, NodeFacts, PlacedPod
 from placement.core.constraints.terms import IncomingPod
 from placement.core.vocabulary import Rejected, RejectionKind
 

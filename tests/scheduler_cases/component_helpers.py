@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     NodeAffinity,
     NodeSelectorTerm,
     PodConstraints,

@@ -19,7 +19,7 @@ tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 
 from __future__ import annotations
 
-from placement.core.constraints.model import Labels, PlacedPod, PodAffinity, PodConstraints
+from placement.core.constraints.constraint_types import Labels, PlacedPod, PodAffinity, PodConstraints
 from placement.core.constraints.terms import IncomingPod
 from placement.core.constraints.verdicts import AFFINITY_MISMATCH, ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY
 from placement.core.vocabulary import RejectionKind

@@ -12,7 +12,7 @@ tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 
 from __future__ import annotations
 
-from placement.core.constraints.model import NodeAffinity, NodeSelectorTerm, PodConstraints
+from placement.core.constraints.constraint_types import NodeAffinity, NodeSelectorTerm, PodConstraints
 from placement.core.constraints.terms import IncomingPod
 from placement.core.constraints.verdicts import NAME_CONFLICT, NODE_AFFINITY_MISMATCH, outside_pre_filter_result
 from tests.scheduler_cases.builders import (

@@ -18,7 +18,7 @@ tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 
 from __future__ import annotations
 
-from placement.core.constraints.model import HostPort, PodConstraints, Taint, Toleration
+from placement.core.constraints.constraint_types import HostPort, PodConstraints, Taint, Toleration
 from placement.core.constraints.terms import IncomingPod
 from placement.core.constraints.verdicts import (
     NO_FREE_PORTS,

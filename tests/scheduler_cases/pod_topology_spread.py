@@ -20,7 +20,7 @@ tests/test_oracle_scheduler.py (tests/oracles/scheduler).
 
 from __future__ import annotations
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     Labels,
     NodeAffinity,
     NodeFacts,

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     Labels,
     NodeSelectorTerm,
     Operator,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.constraint_types import Labels, PodConstraints
 from placement.core.constraints.filtering import constraint_filter
-from placement.core.constraints.model import Labels, PodConstraints
 from placement.core.constraints.scores import constraint_scores
 from placement.core.constraints.verdicts import SCORE_WEIGHTS, ConstraintVerdict, merge_with_resources
 from placement.core.constraints.view import ClusterView

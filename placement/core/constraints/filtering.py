@@ -17,14 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from placement.core.constraints.cache import ConstraintCache
-from placement.core.constraints.gpus import gpu_checks
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     GpuRequirements,
     Labels,
     NodeSelectorTerm,
     PodConstraints,
     WhenUnsatisfiable,
 )
+from placement.core.constraints.gpu_labels import gpu_checks
 from placement.core.constraints.selectors import (
     UNSCHEDULABLE_TAINT,
     WILDCARD_IP,

@@ -28,8 +28,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from placement.core.constraints.gpus import gpu_refusal
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     ClaimFacts,
     Labels,
     NodeFacts,
@@ -38,6 +37,7 @@ from placement.core.constraints.model import (
     Toleration,
     WhenUnsatisfiable,
 )
+from placement.core.constraints.gpu_labels import gpu_refusal
 from placement.core.constraints.selectors import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT,

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from placement.core.constraints.cache import ConstraintCache
+from placement.core.constraints.constraint_types import Labels, PodConstraints, TaintEffect, WhenUnsatisfiable
 from placement.core.constraints.filtering import spread_counts, spread_included, term_counts
-from placement.core.constraints.model import Labels, PodConstraints, TaintEffect, WhenUnsatisfiable
 from placement.core.constraints.selectors import HOSTNAME_LABEL, SelectorError
 from placement.core.constraints.terms import (
     AffinityTerm,

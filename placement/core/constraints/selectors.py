@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     HostPort,
     Labels,
     LabelSelector,

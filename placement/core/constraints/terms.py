@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from placement.core.constraints.model import (
+from placement.core.constraints.constraint_types import (
     InclusionPolicy,
     Labels,
     PlacedPod,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.constraints.model import PodConstraints
+from placement.core.constraints.constraint_types import PodConstraints
 from placement.core.feasibility import FilterResult
 from placement.core.vocabulary import BoolArray, IntArray, Rejected, RejectionKind
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from placement.core.constraints.model import ClaimFacts, Labels, PlacedPod, Taint
+from placement.core.constraints.constraint_types import ClaimFacts, Labels, PlacedPod, Taint
 from placement.core.vocabulary import BoolArray, IntArray
 
 

@@ -56,7 +56,7 @@ from kubenexus.topology.model import NodeTopology
 from placement.core.dra.claims import AllocationMode, DeviceClass, ResourceClaim, taint_tolerated
 from placement.core.dra.first_fit import Allocation, Unallocatable, nothing_fits
 from placement.core.dra.footprints import Footprint, conflicts
-from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, GpuKind, dra_gpus
+from placement.core.dra.gpu_devices import NVIDIA_GPU_DRIVERS, GpuKind, dra_gpus
 from placement.core.dra.join import join_topology
 from placement.core.dra.pools import DeviceRef, PoolDevice
 from placement.core.dra.search import (

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.core.constraints.model import NodeSelectorTerm
-from placement.core.dra.model import DeviceTaint, QualifiedName, SliceError
+from placement.core.constraints.constraint_types import NodeSelectorTerm
+from placement.core.dra.device_types import DeviceTaint, QualifiedName, SliceError
 from placement.core.dra.pools import DeviceRef
 from placement.core.dra.slices import node_selector_terms
 

@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from placement.core.dra.gpus import NVIDIA_GPU_DRIVERS, GpuKind, gpu_identity
-from placement.core.dra.model import CounterSet
+from placement.core.dra.device_types import CounterSet
+from placement.core.dra.gpu_devices import NVIDIA_GPU_DRIVERS, GpuKind, gpu_identity
 from placement.core.dra.pools import DeviceRef, PoolDevice
 
 _MEMORY_SLICE = re.compile(r"memorySlice([0-9]+)")

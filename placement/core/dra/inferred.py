@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 from kubenexus.topology.model import DeviceLink, DiscoveryWarning, Gpu, Machine, NodeTopology, NumaCell, PathKind
-from placement.core.dra.gpus import DraGpu, GpuKind
+from placement.core.dra.gpu_devices import DraGpu, GpuKind
 from placement.core.dra.join import InferredTopology
 
 SOURCE = "dra"

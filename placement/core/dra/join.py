@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kubenexus.topology.model import Gpu, NodeTopology
-from placement.core.dra.gpus import DraGpu, GpuKind, normalize_pci_bus_id
+from placement.core.dra.gpu_devices import DraGpu, GpuKind, normalize_pci_bus_id
 
 
 class MatchedBy(enum.StrEnum):

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from placement.core.constraints.selectors import terms_match
-from placement.core.dra.model import CounterSet, Device, NodeSelection, ResourceSlice
+from placement.core.dra.device_types import CounterSet, Device, NodeSelection, ResourceSlice
 
 
 class PoolStatus(enum.StrEnum):

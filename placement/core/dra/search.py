@@ -57,8 +57,8 @@ from placement.core.dra.claims import (
     allocated_devices,
     taint_tolerated,
 )
+from placement.core.dra.device_types import Attribute, Device, Scalar, Version
 from placement.core.dra.footprints import Footprint, conflicts, footprint, overdrawn_counters
-from placement.core.dra.model import Attribute, Device, Scalar, Version
 from placement.core.dra.pools import DeviceRef, Pool, PoolDevice, PoolStatus, node_devices
 
 MAX_RESULTS_PER_CLAIM = 32  # resource.k8s.io AllocationResultsMaxSize

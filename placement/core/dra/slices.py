@@ -1,4 +1,4 @@
-"""Reading ResourceSlice objects (decoded JSON or YAML) into ``placement.core.dra.model``.
+"""Reading ResourceSlice objects (decoded JSON or YAML) into ``placement.core.dra.device_types``.
 
 ``resource.k8s.io/v1`` and ``v1beta2`` carry a device's fields directly; ``v1beta1`` and ``v1alpha3`` nest
 them under ``basic:`` (and ``v1alpha3`` writes capacities as bare quantities instead of ``{value: ...}``).
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.core.constraints.model import NodeSelectorTerm, Operator, Requirement
-from placement.core.dra.model import (
+from placement.core.constraints.constraint_types import NodeSelectorTerm, Operator, Requirement
+from placement.core.dra.device_types import (
     Attribute,
     AttributeKind,
     CounterConsumption,

@@ -14,17 +14,7 @@ from placement.core.topology_manager.admission import (
     ContainerAffinity,
     admit,
 )
-from placement.core.topology_manager.bitmask import NumaMask
-from placement.core.topology_manager.merge import (
-    NumaInfo,
-    PolicyOptionError,
-    PolicyOptions,
-    TopologyHint,
-    TopologyPolicy,
-    parse_policy_options,
-    policy_merge,
-)
-from placement.core.topology_manager.model import (
+from placement.core.topology_manager.admission_inputs import (
     Container,
     CpuManagerPolicy,
     DeviceGroup,
@@ -36,6 +26,16 @@ from placement.core.topology_manager.model import (
     Pod,
     QOSClass,
     TopologyScope,
+)
+from placement.core.topology_manager.bitmask import NumaMask
+from placement.core.topology_manager.merge import (
+    NumaInfo,
+    PolicyOptionError,
+    PolicyOptions,
+    TopologyHint,
+    TopologyPolicy,
+    parse_policy_options,
+    policy_merge,
 )
 
 __all__ = [

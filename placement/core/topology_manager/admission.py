@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from placement.core.topology_manager.admission_inputs import (
+    Container,
+    MemoryManagerPolicy,
+    NodeResources,
+    Pod,
+    TopologyScope,
+)
 from placement.core.topology_manager.bitmask import MAX_BIT
 from placement.core.topology_manager.merge import NumaInfo, ProviderHints, TopologyHint, TopologyPolicy, policy_merge
-from placement.core.topology_manager.model import Container, MemoryManagerPolicy, NodeResources, Pod, TopologyScope
 from placement.core.topology_manager.providers import (
     AllocationError,
     NodeState,

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from placement.core.topology_manager.bitmask import NumaMask, iterate_masks
-from placement.core.topology_manager.merge import ProviderHints, TopologyHint
-from placement.core.topology_manager.model import (
+from placement.core.topology_manager.admission_inputs import (
     Container,
     CpuManagerPolicy,
     DeviceGroup,
@@ -21,6 +19,8 @@ from placement.core.topology_manager.model import (
     Pod,
     QOSClass,
 )
+from placement.core.topology_manager.bitmask import NumaMask, iterate_masks
+from placement.core.topology_manager.merge import ProviderHints, TopologyHint
 
 MEMORY = "memory"
 

@@ -9,7 +9,7 @@ Life of a group (``GangPhase``)::
                                                                                                      v member bound
                                                                                                    Bound
 
-* All or nothing. A group is planned against ONE snapshot of the cluster index (``placement.core.gang``)
+* All or nothing. A group is planned against ONE snapshot of the cluster index (``placement.core.gang_plan``)
   and reserved through ``Reservations.reserve_all`` in one step, so no group is ever half reserved. The
   plan is made on a copy of the index's arrays taken under the index lock, then checked and reserved
   under the lock: the reservation goes ahead only if none of the nodes the plan uses changed since the
@@ -94,7 +94,7 @@ from placement.core.domains import (
     domain_map,
     plan_in_domains,
 )
-from placement.core.gang import (
+from placement.core.gang_plan import (
     GangMember,
     GangPlan,
     GangUnplaceable,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from placement.core.constraints.model import Labels
+from placement.core.constraints.constraint_types import Labels
 from placement.core.constraints.selectors import Selector
 
 # ``pickOneNodeForPreemption`` sums priorities shifted by MaxInt32 + 1, so every term is positive and a

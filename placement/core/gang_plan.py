@@ -5,7 +5,7 @@ intent), the spread policy, the nodes' network locality (zone, rack and NVLink f
 integer codes) and each node's GPUs. Output: a ``GangPlan`` giving every member a node, the NUMA cells
 its kubelet will pin it to (or our prediction where it pins nothing) and the GPUs its kubelet is
 predicted to give it, or a ``GangUnplaceable`` saying why not. Nothing is reserved here;
-``placement.state.gangs`` reserves a plan all at once.
+``placement.state.gang_coordinator`` reserves a plan all at once.
 
 Members see each other: the planner works on a private copy of the free arrays (``Workspace``) and
 charges each member there exactly as ``ClusterIndex`` charges a reservation (exclusive CPUs, a
@@ -37,7 +37,7 @@ Rules (docs/gang.md):
 * kube-scheduler's constraints (``MemberRules``, judged by the caller against the cluster): each member
   is planned only on the nodes its constraints admit, and members whose required anti-affinity on the
   hostname selects themselves get one node each. Constraints between members beyond that (spread, pod
-  affinity to one another) are the caller's to check on the finished plan (``placement.state.gangs``).
+  affinity to one another) are the caller's to check on the finished plan (``placement.state.gang_coordinator``).
 * Ties everywhere: the node's score (``scoring.score_nodes``, the gang component fed by the caller's
   ``preference``), then the lower slot.
 

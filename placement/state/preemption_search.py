@@ -21,7 +21,7 @@ lets the exact plan succeed, simulated before anything is evicted (docs/preempti
   (resources, the pod's NUMA intent), then the kubelet's Topology Manager model and the device plugin's GPU
   choice (``plan_on_node``) for a lone pod, the gang planner (``plan_gang``) for a gang. A node where even
   every lower-priority unit gone leaves the kubelet refusing takes no victims.
-* **Reprieve and budgets**: ``placement.core.preemption.reprieve``; a candidate whose victims would break a
+* **Reprieve and budgets**: ``placement.core.preemption_rules.reprieve``; a candidate whose victims would break a
   PodDisruptionBudget is not chosen at all (upstream only prefers fewer violations; the Eviction API we
   evict through refuses such an eviction).
 * **Choice**: ``CandidateKey``: the lowest highest victim priority, the smallest priority sum, the fewest
@@ -46,11 +46,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from placement.core.constraints.model import PlacedPod
+from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.decision import NodePlan
 from placement.core.domains import DEFAULT_LEVELS, TopologyLevel, TopologyLevels
 from placement.core.dra.pools import DeviceRef
-from placement.core.gang import (
+from placement.core.gang_plan import (
     ExactChecks,
     GangMember,
     GangPlan,
@@ -66,7 +66,7 @@ from placement.core.gang import (
 from placement.core.gpu_sets import score_gpu_set
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
-from placement.core.preemption import (
+from placement.core.preemption_rules import (
     CandidateKey,
     DisruptionBudget,
     Unit,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from placement.core.annotations import GPU_MIN_MEMORY_KEY, GPU_MODELS_KEY
-from placement.core.constraints.model import GpuRequirements, Operator, Requirement
+from placement.core.constraints.constraint_types import GpuRequirements, Operator, Requirement
 from placement.core.constraints.selectors import requirement_matches
 from placement.core.vocabulary import Rejected, RejectionKind
 

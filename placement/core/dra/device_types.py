@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from placement.core.constraints.model import NodeSelectorTerm
+from placement.core.constraints.constraint_types import NodeSelectorTerm
 
 STANDARD_DOMAIN = "resource.kubernetes.io"  # the standard attributes' prefix (DRA-lib deviceattribute)
 

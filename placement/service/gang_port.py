@@ -25,7 +25,7 @@ from placement.core.podgroup import GroupRef, PodGroupSpec
 from placement.core.pods import PendingPod, PodUsage
 from placement.service.errors import InvalidRequest
 from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome, Placement, claim_devices
-from placement.state.gangs import GangCoordinator, GangPhase, GangPlacement, GangRefused
+from placement.state.gang_coordinator import GangCoordinator, GangPhase, GangPlacement, GangRefused
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class GangCounts:
 
 
 class GangPort(Protocol):
-    """What the engine needs from gang scheduling; ``placement.state.gangs`` provides it."""
+    """What the engine needs from gang scheduling; ``placement.state.gang_coordinator`` provides it."""
 
     def place(self, group: GangSpec, members: Sequence[PendingPod], nodes: Sequence[str] | None) -> GangOutcome: ...
 
@@ -60,7 +60,7 @@ class GangPort(Protocol):
 
 
 class CoordinatedGangs:
-    """``GangPort`` over ``placement.state.gangs.GangCoordinator``: a PlaceGang request's group becomes the
+    """``GangPort`` over ``placement.state.gang_coordinator.GangCoordinator``: a PlaceGang request's group becomes the
     members' group labels (when they name none), so the coordinator sees exactly what a labelled pod shows."""
 
     def __init__(self, coordinator: GangCoordinator, *, clock: Callable[[], float] = time.monotonic) -> None:

@@ -145,7 +145,7 @@ class HostPort:
 @dataclass(frozen=True)
 class GpuRequirements:
     """What a pod asks of its node's GPUs (the ``gpu.scheduling.kubenexus.io`` annotations), judged on the
-    labels NVIDIA GPU Feature Discovery publishes on the node (``placement.core.constraints.gpus``).
+    labels NVIDIA GPU Feature Discovery publishes on the node (``placement.core.constraints.gpu_labels``).
     Ours, not a Kubernetes type; set only on a pod that asks for GPUs."""
 
     min_memory: str = ""  # the annotation as written, for refusals to quote; "": any memory

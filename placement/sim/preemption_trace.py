@@ -17,7 +17,7 @@ service when it fits somewhere; otherwise the run's rule preempts:
 
 * ``kube-scheduler``: DefaultPreemption as upstream writes it, topology-blind (``kube_preemption``).
   Members of a gang preempt one by one, as kube-scheduler schedules them.
-* ``ours``: ``placement.state.preemption.find_preemption`` on the service's own index; a gang preempts as
+* ``ours``: ``placement.state.preemption_search.find_preemption`` on the service's own index; a gang preempts as
   one unit.
 
 The victims leave the ground truth (``SimCluster``) and the service's index; the preemptor is then bound
@@ -50,7 +50,7 @@ from placement.sim.cluster import Placed, SimCluster
 from placement.sim.policies import NAMESPACE, Choice, Ours, gang_member, lowest_gpus, pending_pod
 from placement.sim.run import arrivals, median_of
 from placement.sim.trace import TraceNode, TracePod, name_hash
-from placement.state.preemption import NoPreemption, find_preemption
+from placement.state.preemption_search import NoPreemption, find_preemption
 
 HIGH_PRIORITY = 1000
 SERVICE_PRIORITY = 100

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from placement.core.dra.model import STANDARD_DOMAIN, Attribute, AttributeKind, Device
+from placement.core.dra.device_types import STANDARD_DOMAIN, Attribute, AttributeKind, Device
 from placement.core.dra.pools import DeviceRef, PoolDevice
 
 NVIDIA_GPU_DRIVERS = ("gpu.nvidia.com",)
