@@ -4,8 +4,10 @@ the fixture machines as discovery builds them; waiting on what other threads do.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,12 +47,19 @@ def require_shared(path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def unpack_snapshot(tmp_path_factory: pytest.TempPathFactory) -> SnapshotUnpacker:
-    return SnapshotUnpacker(tmp_path_factory.mktemp("hwloc"))
+def unpack_snapshot() -> SnapshotUnpacker:
+    return SnapshotUnpacker(SNAPSHOT_CACHE)
+
+
+# Unpacked snapshots are kept between runs, outside pytest's temporary folders: unpacking them (290 MB, 200,000
+# files) into each run's folder, and deleting a run's folder three runs later, cost a minute of the fast lane.
+SNAPSHOT_CACHE = Path(os.environ.get("KUBENEXUS_SNAPSHOT_CACHE", Path.home() / ".cache" / "kubenexus" / "hwloc"))
 
 
 class SnapshotUnpacker:
-    """Unpacks a snapshot tarball once per test session and returns its fake root."""
+    """Unpacks a snapshot tarball once per machine (into ``base``, keyed by the tarball's size and time) and
+    returns its fake root; the tests read it and never write it. Parallel workers unpack into their own
+    folders and the first to finish publishes its copy with an atomic rename."""
 
     def __init__(self, base: Path) -> None:
         self._base = base
@@ -59,10 +68,16 @@ class SnapshotUnpacker:
     def __call__(self, name: str) -> Path:
         if name not in self._roots:
             tarball = require_shared(HWLOC_DIR / f"{name}.tar.bz2")
-            target = self._base / name
-            target.mkdir()
-            with tarfile.open(tarball) as archive:
-                archive.extractall(target, filter="tar")
+            stat = tarball.stat()
+            target = self._base / f"{name}-{stat.st_size}-{stat.st_mtime_ns}"
+            if not target.is_dir():
+                self._base.mkdir(parents=True, exist_ok=True)
+                scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self._base))
+                _extract(tarball, scratch)
+                try:
+                    scratch.rename(target)
+                except OSError:  # another worker published it first
+                    shutil.rmtree(scratch, ignore_errors=True)
             (top,) = [p for p in target.iterdir() if p.is_dir()]
             self._roots[name] = top
         return self._roots[name]
@@ -75,6 +90,17 @@ def built(unpack_snapshot: SnapshotUnpacker, tmp_path_factory: pytest.TempPathFa
     from tests.discovered_topologies import fixture_topology  # noqa: PLC0415
 
     return lambda fixture: fixture_topology(fixture, unpack_snapshot, tmp_path_factory)
+
+
+def _extract(tarball: Path, target: Path) -> None:
+    """GNU tar where there is one (a second for every snapshot; Python's tarfile takes a minute over bzip2),
+    which, like the ``tar`` filter, keeps members inside ``target`` and drops their owners."""
+    tar = shutil.which("tar")
+    if tar is not None:
+        subprocess.run([tar, "-xjf", str(tarball), "-C", str(target), "--no-same-owner"], check=True)
+        return
+    with tarfile.open(tarball) as archive:
+        archive.extractall(target, filter="tar")
 
 
 # How long a server a test starts in its own process (the emulator, a gRPC server) may take to come up: a bound

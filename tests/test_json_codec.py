@@ -5,14 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.discovery import discover
-from agent.hostfs import HostFS
 from kubenexus.topology.json_codec import TopologyDecodeError, dumps, loads, to_dict
 from kubenexus.topology.model import (
     SCHEMA_VERSION,
@@ -56,8 +53,8 @@ def test_round_trip_of_a_gpu_node() -> None:
 
 
 @pytest.mark.parametrize("name", hwloc_snapshot_names() or ["<no shared data>"])
-def test_round_trip_of_every_real_snapshot(name: str, unpack_snapshot: Callable[[str], Path]) -> None:
-    topology = discover(HostFS(str(unpack_snapshot(name))), nvml=None)
+def test_round_trip_of_every_real_snapshot(name: str, built: Callable[[str], NodeTopology]) -> None:
+    topology = built(f"hwloc/{name}")  # discovered once per session, as tests/test_nrt.py reads it too
     text = dumps(topology)
     assert loads(text) == topology
     assert json.loads(text)["schema_version"] == SCHEMA_VERSION
