@@ -23,10 +23,10 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.core.constraints.constraint_types import NodeFacts, Taint, TaintEffect
 from placement.service.engine import PlacementEngine
 from placement.service.gang_port import CoordinatedGangs
-from placement.state import gang_coordinator as gang_state
 from placement.state import gang_rules
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangCoordinator
+from placement.state.gang_coordinator import planning as gang_planning
 from placement.state.reservations import Reservations
 from tests.gang_fixtures import Clock
 from tests.grpc_server import RunningServer
@@ -95,7 +95,7 @@ def in_order_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(type(result).__name__)
         return result
 
-    monkeypatch.setattr(gang_state, "plan_in_order", recorded)
+    monkeypatch.setattr(gang_planning, "plan_in_order", recorded)
     return calls
 
 

@@ -21,6 +21,7 @@ from placement.service.errors import InvalidRequest
 from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangSpec, GangState
 from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement, PermitVerdict
+from placement.state.gang_coordinator import planning as gang_planning
 from tests.gang_fixtures import Cluster, assert_no_overcommit, member, pod
 from tests.machines.node_topologies import nvswitch_node
 
@@ -179,7 +180,7 @@ def plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(len(args[2]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(state_gangs, "plan_gang", counting)
+    monkeypatch.setattr(gang_planning, "plan_gang", counting)
     return sizes
 
 
@@ -215,7 +216,7 @@ def test_each_tick_plans_the_head_and_others_within_its_budget_going_on_where_it
         planned.append(args[2][0].key[1].split("-")[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(state_gangs, "plan_gang", recording)
+    monkeypatch.setattr(gang_planning, "plan_gang", recording)
     ticks = []
     for _ in range(3):
         planned.clear()
@@ -253,7 +254,7 @@ def test_planning_holds_no_lock_and_a_node_taken_meanwhile_is_not_double_booked(
             thread.join(5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(state_gangs, "plan_gang", meanwhile)
+    monkeypatch.setattr(gang_planning, "plan_gang", meanwhile)
     statuses = cluster.gangs.tick()
     assert took_lock.is_set()  # the other decision ran while the group was planned
     # The plan on the copy wanted every GPU; the commit saw node a changed and planned again: 15 GPUs are
@@ -272,7 +273,7 @@ def test_a_plan_whose_nodes_did_not_change_is_reserved_from_the_copy(monkeypatch
         calls.append(kwargs["gpus"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(state_gangs, "plan_gang", recording)
+    monkeypatch.setattr(gang_planning, "plan_gang", recording)
     for m in [member(f"c-{i}", "c", 2, gpus=4) for i in range(2)]:
         cluster.gangs.add_member(m)
     [status] = cluster.gangs.tick()
@@ -359,7 +360,7 @@ def test_a_slow_failed_plan_is_not_tried_again_until_its_cost_has_passed(
     """A group at the cap takes ~0.1 s to plan; retried at every tick while the cluster churns, it would hold
     the interpreter a tenth of the time. A failed plan slower than SLOW_PLAN_S waits RETRY_COST_FACTOR times
     its duration instead, unless the group itself changes."""
-    monkeypatch.setattr(state_gangs, "SLOW_PLAN_S", -1.0)  # every plan counts as slow here
+    monkeypatch.setattr(gang_planning, "SLOW_PLAN_S", -1.0)  # every plan counts as slow here
     cluster = _cluster()
     for name in ("a", "b"):  # one GPU taken on each node: four 4-GPU members cannot fit now, but could later
         assert cluster.reservations.decide(PendingPod("ns", f"single-{name}", pod(gpus=1)), [name]).node == name
