@@ -24,7 +24,6 @@ each node once the victims kube-scheduler chose there are gone. It decides nothi
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -32,12 +31,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.annotations import SPREAD_KEY, InvalidValue
+from placement.core.annotations import InvalidValue
 from placement.core.decision import order_of, rank
-from placement.core.domains import DEFAULT_LEVELS, TopologyLevelError, TopologyLevels
+from placement.core.domains import DEFAULT_LEVELS
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
-from placement.core.podgroup import DomainConstraint, PodGroupError, SpreadPolicy, parse_spread, parse_topology_labels
+from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
 from placement.core.scoring import combine
 from placement.core.vocabulary import Rejected, RejectionKind, demand_of
@@ -50,6 +49,8 @@ from placement.service.errors import (
     PermissionDenied,
 )
 from placement.service.gang_port import CoordinatedGangs, GangPort
+from placement.service.gang_preemptors import gang_preemptors
+from placement.service.reservation_owners import Owners
 from placement.service.results import (
     Explanation,
     FilterOutcome,
@@ -87,31 +88,6 @@ _NOMINATED = Rejected(
 )
 MAX_NODE_NAMES = 100_000  # a request naming more candidates than any cluster has is a client bug
 _KEPT_PODS = 256  # validated pods kept by their source (each a few kB)
-
-
-class Owners:
-    """Which client identity made each reservation; the oldest are forgotten past ``limit`` entries.
-
-    A forgotten reservation has long been bound or expired (single pods hold a reservation 30 s, gangs
-    until they bind), so forgetting bounds the memory an endless stream of reservations could take.
-    Call under the index lock.
-    """
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self._limit = limit
-        self._owner: OrderedDict[tuple[str, str], str] = OrderedDict()
-
-    def record(self, key: tuple[str, str], caller: str) -> None:
-        self._owner[key] = caller
-        self._owner.move_to_end(key)
-        while len(self._owner) > self._limit:
-            self._owner.popitem(last=False)
-
-    def owner_of(self, key: tuple[str, str]) -> str | None:
-        return self._owner.get(key)
-
-    def forget(self, key: tuple[str, str]) -> None:
-        self._owner.pop(key, None)
 
 
 class Leadership(Protocol):
@@ -372,7 +348,8 @@ class PlacementEngine:
         ``caller`` is the client asking (the binder); the hold is the preemptor's, whoever asked.
         """
         if isinstance(preemptor, GangSpec):
-            pods, constraints, policy = self._gang_preemptors(preemptor)
+            levels = self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS
+            pods, constraints, policy = gang_preemptors(preemptor, self._validated, levels)
         else:
             pods, constraints, policy = [self._validated(preemptor)], (), SpreadPolicy.PACKED
         self._require_synced()
@@ -423,50 +400,6 @@ class PlacementEngine:
         """The feed's pending pods nominated to a node (``ClusterFeed(on_nominated=...)``): held here too,
         whichever replica decided the preemption (``Nominations.restore``)."""
         self.nominations.restore(key, node, priority)
-
-    def _gang_preemptors(self, group: GangSpec) -> tuple[list[PendingPod], tuple[DomainConstraint, ...], SpreadPolicy]:
-        """A Preempt request's group, validated as PlaceGang validates it: its waiting members, its topology
-        constraints and spread policy (the members' ``SPREAD_KEY``)."""
-        where = f"pod group {group.namespace or 'default'}/{group.name}"
-        if not group.name:
-            raise InvalidRequest("pod group name is required")
-        if not group.members:
-            raise InvalidRequest(f"{where} has no members")
-        members = [self._validated(member) for member in group.members]
-        stated = {
-            text
-            for member in members
-            if (text := member.annotations.get(SPREAD_KEY, member.labels.get(SPREAD_KEY))) is not None
-        }
-        if len(stated) > 1:
-            raise InvalidRequest(f"{where}: members disagree about {SPREAD_KEY}: {', '.join(sorted(stated))}")
-        try:
-            policy = parse_spread(stated.pop()) if stated else SpreadPolicy.PACKED
-        except PodGroupError as error:
-            raise InvalidRequest(f"{where}: {error}") from None
-        levels = self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS
-        topology = group.topology or self._labelled_topology(where, members, levels)
-        for constraint in topology:
-            try:
-                levels.resolve(constraint.level)
-            except TopologyLevelError as error:
-                raise InvalidRequest(f"{where}: {error}") from None
-        return members, topology, policy
-
-    @staticmethod
-    def _labelled_topology(
-        where: str, members: Sequence[PendingPod], levels: TopologyLevels
-    ) -> tuple[DomainConstraint, ...]:
-        """The required-/preferred-topology labels the members agree on, as the coordinator reads them."""
-        stated = set()
-        for member in members:
-            try:
-                stated.add(parse_topology_labels(member.labels, levels.names))
-            except PodGroupError as error:
-                raise InvalidRequest(f"{where}: {error}") from None
-        if len(stated) > 1:
-            raise InvalidRequest(f"{where}: members disagree about their required or preferred topology")
-        return stated.pop() if stated else ()
 
     def permit_status(self, namespace: str, name: str) -> PermitOutcome:
         gangs = self._gangs()

@@ -31,14 +31,14 @@ Every public method takes ``lock``; a caller that reads ``arrays()`` and decides
 holds the lock for the whole decision, so no other decision or update interleaves.
 
 The index is one object whose roles are its bases, each in a module of its own, each calling only the roles
-below it: ``records`` (the arrays and slots), ``free_amounts``, ``pod_charges``, ``reports``, ``node_views``;
+below it: ``index_records`` (the arrays and slots), ``free_amounts``, ``pod_charges``, ``reports``, ``node_views``;
 ``index`` puts them together.
 """
 
 from __future__ import annotations
 
 from placement.state.cluster_index.index import ClusterIndex
-from placement.state.cluster_index.records import (
+from placement.state.cluster_index.index_records import (
     DEFAULT_GPU_COLUMNS,
     Amount,
     CellState,

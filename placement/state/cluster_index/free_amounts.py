@@ -19,7 +19,7 @@ from placement.core.vocabulary import (
     NodeArrays,
     PodDemand,
 )
-from placement.state.cluster_index.records import (
+from placement.state.cluster_index.index_records import (
     IndexState,
     _FreeState,
     _gpu_cells,

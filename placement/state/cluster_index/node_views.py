@@ -16,7 +16,7 @@ from placement.core.vocabulary import (
     ScopeCode,
 )
 from placement.state.cluster_index.free_amounts import IndexFree
-from placement.state.cluster_index.records import (
+from placement.state.cluster_index.index_records import (
     _POLICY_NAMES,
     Amount,
     CellState,

@@ -8,7 +8,7 @@ from kubenexus.topology.podfingerprint import pods_fingerprint
 from placement.core.pods import PodUsage
 from placement.core.vocabulary import IntArray
 from placement.state.cluster_index.free_amounts import IndexFree
-from placement.state.cluster_index.records import (
+from placement.state.cluster_index.index_records import (
     _Node,
     _placed,
     _PodEntry,

@@ -22,12 +22,12 @@ from placement.core.vocabulary import (
     ScopeCode,
     is_memory_resource,
 )
-from placement.state.cluster_index.pod_charges import IndexPods
-from placement.state.cluster_index.records import (
+from placement.state.cluster_index.index_records import (
     _MILLI,
     GpuShape,
     _Node,
 )
+from placement.state.cluster_index.pod_charges import IndexPods
 
 
 class IndexReports(IndexPods):

@@ -54,14 +54,14 @@ lock order to get wrong); planning runs between two holds of it. ``observe_bound
 ``observe_pod_deleted`` for the same pod as well is harmless.
 
 The coordinator is one object whose roles are its bases, each in a module of its own, each calling only the
-roles below it: ``records`` (the state), ``status``, ``timeouts``, ``membership`` and ``planning``, ``queue``;
+roles below it: ``gang_records`` (the state), ``status``, ``timeouts``, ``membership`` and ``planning``, ``queue``;
 ``coordinator`` puts them together.
 """
 
 from __future__ import annotations
 
 from placement.state.gang_coordinator.coordinator import GangCoordinator
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     DEFAULT_MAX_MEMBERS,
     DEFAULT_PERMIT_TIMEOUT_S,
     DEFAULT_RACK_KEY,

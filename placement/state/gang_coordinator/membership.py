@@ -26,7 +26,7 @@ from placement.core.podgroup import (
 )
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.vocabulary import demand_of
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     GangPhase,
     GangRefused,
     GangStatus,

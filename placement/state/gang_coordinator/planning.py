@@ -38,7 +38,7 @@ from placement.core.pods import PodUsage
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import FloatArray, IntArray, NodeArrays
 from placement.state.dra_verdicts import DeviceChoice
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     RETRY_COST_FACTOR,
     SLOW_PLAN_S,
     YIELD_EVERY_S,

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from placement.core.podgroup import GroupRef
-from placement.state.gang_coordinator.planning import GangPlanning, _by_arrival, _names
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     GROUP_PLAN_COST,
     GangPhase,
     GangPlacement,
@@ -16,6 +15,7 @@ from placement.state.gang_coordinator.records import (
     _Gang,
     _State,
 )
+from placement.state.gang_coordinator.planning import GangPlanning, _by_arrival, _names
 
 
 class GangQueue(GangPlanning):

@@ -5,7 +5,7 @@ higher priority, then the oldest.
 from __future__ import annotations
 
 from placement.core.podgroup import GroupRef
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     CoordinatorState,
     GangPhase,
     GangStatus,

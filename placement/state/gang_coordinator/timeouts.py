@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from placement.state.gang_coordinator.records import (
+from placement.state.gang_coordinator.gang_records import (
     Key,
     PermitStatus,
     PermitVerdict,

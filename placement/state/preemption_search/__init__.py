@@ -36,13 +36,14 @@ lets the exact plan succeed, simulated before anything is evicted (docs/preempti
   after those of the members before it there, and the confirmed plan is checked the same way, member by
   member in plan order, as ``gang_rules.allocate_members`` will hold them.
 
-The search is one module per part: ``units`` (what is weighed: victim units, budgets, candidate order, the words
-of the answers), ``lone_pod`` and ``gang`` (the two searches), ``search`` (``find_preemption``, which picks one).
+The search is one module per part: ``victim_units`` (what is weighed: victim units, budgets, candidate order, the
+words of the answers), ``lone_pod_victims`` and ``gang_victims`` (the two searches), ``find_preemption`` (which
+picks one).
 """
 
 from __future__ import annotations
 
-from placement.state.preemption_search.search import find_preemption
-from placement.state.preemption_search.units import NoPreemption, Preemption, TierOf, Victim
+from placement.state.preemption_search.find_preemption import find_preemption
+from placement.state.preemption_search.victim_units import NoPreemption, Preemption, TierOf, Victim
 
 __all__ = ["NoPreemption", "Preemption", "TierOf", "Victim", "find_preemption"]

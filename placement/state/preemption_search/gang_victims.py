@@ -41,7 +41,7 @@ from placement.core.vocabulary import (
 from placement.state.cluster_index import ClusterIndex
 from placement.state.eviction_devices import ClaimsAfterEviction, chosen_devices
 from placement.state.gang_rules import member_rules
-from placement.state.preemption_search.units import (
+from placement.state.preemption_search.victim_units import (
     GANG_SAMPLE,
     Key,
     NoPreemption,

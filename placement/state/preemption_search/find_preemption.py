@@ -11,9 +11,16 @@ from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod
 from placement.core.preemption_rules import DisruptionBudget
 from placement.state.cluster_index import ClusterIndex
-from placement.state.preemption_search.gang import _preempt_for_gang
-from placement.state.preemption_search.lone_pod import _preempt_for_pod
-from placement.state.preemption_search.units import NoPreemption, Preemption, TierOf, _candidate_rows, _Judge, _who
+from placement.state.preemption_search.gang_victims import _preempt_for_gang
+from placement.state.preemption_search.lone_pod_victims import _preempt_for_pod
+from placement.state.preemption_search.victim_units import (
+    NoPreemption,
+    Preemption,
+    TierOf,
+    _candidate_rows,
+    _Judge,
+    _who,
+)
 
 
 def find_preemption(

@@ -30,7 +30,7 @@ from placement.core.vocabulary import (
 from placement.state.cluster_index import ClusterIndex
 from placement.state.eviction_check import plan_without
 from placement.state.eviction_devices import ClaimsAfterEviction
-from placement.state.preemption_search.units import (
+from placement.state.preemption_search.victim_units import (
     _UNLINKED,
     Key,
     NoPreemption,
