@@ -10,10 +10,11 @@ Variants:
   as ``system:kube-scheduler`` with the control plane's client certificate;
 * **plugin**: kubenexus-scheduler (``tools/kubenexus_scheduler.py``) with the shipped
   deploy/scheduler/kubenexus-scheduler-config.yaml, changed only where this machine differs from a cluster
-  (``tests/test_cluster_plugin.py``'s ``for_this_machine``), as the ServiceAccount the chart's plugin mode makes;
+  (``tests/cluster/test_cluster_plugin.py``'s ``for_this_machine``), as the ServiceAccount the chart's plugin
+  mode makes;
 * **extender**: the stock kube-scheduler with the shipped deploy/scheduler/kube-scheduler-config.yaml
-  (``tests/test_cluster_extender.py``'s ``for_this_machine``) calling ``kubenexus-placement extender``;
-* **binder**: ``kubenexus-placement binder``, as tests/test_cluster_binder.py runs it, but at its default
+  (``tests/cluster/test_cluster_extender.py``'s ``for_this_machine``) calling ``kubenexus-placement extender``;
+* **binder**: ``kubenexus-placement binder``, as tests/cluster/test_cluster_binder.py runs it, but at its default
   ``--interval`` (a deployment's) rather than the tests' shorter one.
 
 The shims' flags are the deployment's (deploy/placement/02-deployment.yaml: the extender's ``--gang-timeout=10``),
@@ -99,8 +100,8 @@ from placement.core.annotations import (
     parse_ids,
 )
 from placement.shim.client import TlsFiles
-from tests import test_cluster_extender as extender_mode
-from tests import test_cluster_plugin as plugin_mode
+from tests.cluster import test_cluster_extender as extender_mode
+from tests.cluster import test_cluster_plugin as plugin_mode
 from tests.cluster_kube_scheduler import (
     KUBE_SCHEDULER_ACCOUNT,
     LEASES_PATH,
@@ -487,7 +488,7 @@ def scheduler_kubeconfig(cluster: Cluster, mode: str) -> Path:
 
 
 def start_plugin(cluster: Cluster) -> Started:
-    """As tests/test_cluster_plugin.py's ``plugged`` fixture."""
+    """As tests/cluster/test_cluster_plugin.py's ``plugged`` fixture."""
     service = cluster.start_service()
     assert cluster.binary is not None
     kubeconfig = scheduler_kubeconfig(cluster, "plugin")
@@ -510,7 +511,7 @@ def service_client(service: Service, certificates: Path) -> list[str]:
 
 
 def start_extender(cluster: Cluster) -> Started:
-    """As tests/test_cluster_extender.py's ``extended`` fixture, at the deployment's log level."""
+    """As tests/cluster/test_cluster_extender.py's ``extended`` fixture, at the deployment's log level."""
     service = cluster.start_service()
     assert cluster.placement is not None
     certificates, port = cluster.certificates, free_port()
@@ -534,7 +535,7 @@ def start_extender(cluster: Cluster) -> Started:
 
 
 def start_binder(cluster: Cluster) -> Started:
-    """As tests/test_cluster_binder.py's ``placement`` fixture, at the binder's default ``--interval``."""
+    """As tests/cluster/test_cluster_binder.py's ``placement`` fixture, at the binder's default ``--interval``."""
     service = cluster.start_service()
     assert cluster.placement is not None
     certificates, metrics = cluster.certificates, free_port()

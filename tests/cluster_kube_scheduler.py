@@ -1,5 +1,6 @@
-"""kube-scheduler processes on the real control plane, as the chart's modes run them (tests/test_cluster_extender.py:
-the stock kube-scheduler with the extender; tests/test_cluster_plugin.py: kubenexus-scheduler with the plugin):
+"""kube-scheduler processes on the real control plane, as the chart's modes run them
+(tests/cluster/test_cluster_extender.py: the stock kube-scheduler with the extender;
+tests/cluster/test_cluster_plugin.py: kubenexus-scheduler with the plugin):
 their ServiceAccount and RBAC as the chart renders them, a client certificate from the test CA, the start that
 waits for the Lease, and the comparison of a running configuration with the shipped one."""
 
@@ -49,7 +50,7 @@ def differences(a: Any, b: Any, path: str = "") -> set[str]:
 
 def kube_scheduler_identity(mode: str = "extender") -> list[Json]:
     """The second kube-scheduler's ServiceAccount and RBAC as the chart's ``mode`` (extender, plugin) renders
-    them (Helm's own Go code, as tests/test_helm_chart.py renders the chart)."""
+    them (Helm's own Go code, as tests/deploy/test_helm_chart.py renders the chart)."""
     rendered = Chart.load(CHART).render({"scheduler": {"mode": mode}}, name="kubenexus", namespace=SYSTEM)
     documents = [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if doc]
     kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}

@@ -1,5 +1,5 @@
-"""What the cluster tests against the real control plane share (tests/test_cluster_binder.py,
-tests/test_cluster_extender.py, tests/test_cluster_service.py): a node's topology published as the agent
+"""What the cluster tests against the real control plane share (tests/cluster/test_cluster_binder.py,
+tests/cluster/test_cluster_extender.py, tests/cluster/test_cluster_service.py): a node's topology published as the agent
 publishes it, a scene's namespace, its Guaranteed pods and its cleanup, and the placement a bound pod carries.
 """
 

@@ -33,7 +33,7 @@ share the test's thread. On top of kmock 0.8 (``StrictKubernetes``):
   ``apiVersion`` and ``kind`` (kmock's carry neither, and ``resourceVersion: "..."``).
 
 **Who still uses it, and why.** The end-to-end tests run against a real kube-apiserver v1.37
-(``tests/test_cluster_*.py``, marker ``cluster``). The emulator stays for what a real server cannot be made
+(``tests/cluster/``, marker ``cluster``). The emulator stays for what a real server cannot be made
 to do on demand, each module's docstring saying which:
 
 * scripted refusals of one given request: a 409 then a 500 (test_agent_cluster), a 503 on the Nth binding

@@ -3,7 +3,7 @@
     python -m tools.check_images
 
 1. hadolint on every Dockerfile (the Python images' and Dockerfile.scheduler, a Go build that
-   tests/test_scheduler_image.py holds to tools/kubenexus_scheduler.py's), and ``tools/lock_requirements.sh
+   tests/deploy/test_scheduler_image.py holds to tools/kubenexus_scheduler.py's), and ``tools/lock_requirements.sh
    --check`` (the locks match requirements/*.in).
 2. Build the project's wheel once, with exactly the minimum setuptools that pyproject.toml declares, in a fresh
    virtualenv and without build isolation: the declared minimum is one that builds the project.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
-# Images of Go programs: linted here; what they build is checked by tests/test_scheduler_image.py.
+# Images of Go programs: linted here; what they build is checked by tests/deploy/test_scheduler_image.py.
 GO_DOCKERFILES = ("Dockerfile.scheduler",)
 
 # The tools this script installs; pinned so that a new hadolint rule or uv resolver does not change CI's verdict.

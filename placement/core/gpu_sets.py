@@ -52,7 +52,7 @@ NVLink-bridge node one group per bridged pair), searched depth first with branch
 choice bounds what any completion can reach), keeping every vector tied with the best; only the tied ones
 are scored for fragmentation, and a tied choice that misses one of the best f-sets of all free GPUs is
 known to leave that set's score without a search of its own. On the weakest-pair rule both searches give
-the same choice (``tests/test_gpu_sets.py``).
+the same choice (``tests/placement/core/test_gpu_sets.py``).
 """
 
 from __future__ import annotations

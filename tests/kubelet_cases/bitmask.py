@@ -3,7 +3,7 @@
 TestIsEqual, TestCount, TestGetBits, TestIsNarrowerThan, TestIterateBitMasks. Masks are written as id
 lists; the Go test's expected strings ("10") are converted to id lists.
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

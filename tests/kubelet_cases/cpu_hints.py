@@ -6,7 +6,7 @@
   given here as free CPUs per node.
 - ``TestPodGuaranteedCPUs``: pods as (init containers, app containers); a container is (cpus, sidecar).
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 Devices are (id, NUMA nodes): ``makeNUMADevice(id, n)`` is ``(id, (n,))``, ``{ID: "Dev1"}`` is ``(id, ())``.
 A hint is the ``makeSocketMask`` NUMA ids. A plugin's answer is the fixed list its mock returns.
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Devices are written as groups (resource, NUMA ids, total, free); ``makeNUMADevice(id, n)`` is a device of
 group (n,), ``{ID: "Dev1"}`` (no topology) one of group ().
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

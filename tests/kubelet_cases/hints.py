@@ -1,5 +1,5 @@
 """Shorthand for writing hints the way the upstream tables read.
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

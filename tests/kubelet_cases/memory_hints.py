@@ -10,7 +10,7 @@ A ``state.NUMANodeState`` is written as a ``NumaCellResources``: ``MemoryMap`` a
 upstream tables requests as much ``memory`` as ``hugepages-1Gi`` unless a case says otherwise
 (``requirementsGuaranteed`` is 1Gi of each); the CPU requests play no part in the memory manager.
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Sources (kubernetes/kubernetes, read at the commits below; the tables are unchan
 A provider is ``None`` (``&mockHintProvider{}``: nil map) or a resource -> hints mapping whose values
 may be ``None`` (nil slice) or ``[]`` (empty slice), exactly as the Go tables distinguish them.
 
-The kubelet oracle (tests/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
+The kubelet oracle (tests/upstream/test_oracle_kubelet.py, upstream v1.37.2's own managers) now covers this too.
 """
 
 from __future__ import annotations

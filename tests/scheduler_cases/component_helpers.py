@@ -8,7 +8,7 @@ terms fail to parse (the lazy selector the Filter plugin uses then treats those 
 Not ported: "nil node" (no such node here), and the toleration cases with the alpha Gt/Lt operators.
 
 kube-scheduler v1.37.2's own plugins (whose node affinity and tolerations these helpers are) now judge
-the port on random GPU clusters too: tests/test_oracle_scheduler.py (tests/oracles/scheduler).
+the port on random GPU clusters too: tests/upstream/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

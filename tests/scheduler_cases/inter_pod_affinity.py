@@ -14,7 +14,7 @@ and "invalid Affinity/AntiAffinity fails PreScore" (such a pod is refused by Pre
 "PodAffinity fails PreFilter with an invalid affinity label syntax").
 
 kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
-tests/test_oracle_scheduler.py (tests/oracles/scheduler).
+tests/upstream/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ node affinity", "Doesn't match added affinity", and the Priority cases "added af
 and pod has default affinity". Nodes without a name in the Go test have the empty name here too.
 
 kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
-tests/test_oracle_scheduler.py (tests/oracles/scheduler).
+tests/upstream/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

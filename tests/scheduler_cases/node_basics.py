@@ -13,7 +13,7 @@ init-container cases are given as what parsing makes of them: a non-sidecar init
 host ports, a sidecar's are.
 
 kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
-tests/test_oracle_scheduler.py (tests/oracles/scheduler).
+tests/upstream/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ service" (default constraints from Services are not modelled) and "matchLabelKey
 disabled" (matchLabelKeys is always honoured).
 
 kube-scheduler v1.37.2's own plugins now judge these plugins on random GPU clusters too:
-tests/test_oracle_scheduler.py (tests/oracles/scheduler).
+tests/upstream/test_oracle_scheduler.py (tests/oracles/scheduler).
 """
 
 from __future__ import annotations

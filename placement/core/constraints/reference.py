@@ -9,7 +9,7 @@ Readiness is judged as upstream judges it: by the ``node.kubernetes.io/not-ready
 taints the node lifecycle controller adds (TaintToleration), which a pod may tolerate; the Ready
 condition itself refuses nothing. Nodes outside the ``PreFilterResult`` of NodeName and NodeAffinity are
 refused unfiltered, as ``findNodesThatFitPod`` refuses them. kube-scheduler v1.37.2's own plugins judge
-this port and the vectorised plugins (tests/test_oracle_scheduler.py).
+this port and the vectorised plugins (tests/upstream/test_oracle_scheduler.py).
 
 Differences from upstream, all deliberate and shared with the vectorised plugins:
 

@@ -393,7 +393,7 @@ def _searched(search: Search, node: PreparedNode, scorer: _Scorer, max_candidate
     An error the search meets after its first solution ends it there, as the cap does: a selector failing
     on a device first fit never tries, an "All" alternative whose devices break a constraint on a path
     first fit never takes, the limit of device tries. Upstream's allocator stops at that first solution
-    and never meets the error, so the pod is not refused for it (found by tests/test_oracle_dra.py). An
+    and never meets the error, so the pod is not refused for it (found by tests/upstream/test_oracle_dra.py). An
     error before the first solution is upstream's too, and is raised."""
     solutions = search.solutions()
     stopped = False

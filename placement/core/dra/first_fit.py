@@ -4,7 +4,7 @@ The search and its feasibility rules are ``search.Search`` (a port of DRA-lib's 
 kube-scheduler 1.37 runs it with its default feature gates: the *incubating* implementation): depth first,
 the devices of one request tried as combinations in search order (incubating's ``startLocation``: a
 request's next device is looked for after the previous one), and the first complete solution wins; there
-is no scoring. tests/test_oracle_dra.py checks it device for device against upstream's code. When nothing
+is no scoring. tests/upstream/test_oracle_dra.py checks it device for device against upstream's code. When nothing
 fits, the reason says per request how many devices its selectors keep and how many of those are free;
 when the search cannot run at all (an unknown DeviceClass, admin access, a selector error, ``All`` over
 an unusable pool, too many results) the reason is that error, marked as such, because upstream reports

@@ -2,7 +2,7 @@
 
 A port of DRA-lib's structured allocator as kube-scheduler 1.37 runs it with its default feature gates
 (``structured/internal/incubating``: ``Allocate``, ``allocateOne``, ``allocateDevice``) for one pod's claims
-on one node; tests/test_oracle_dra.py checks it against that code. Claims are visited in the given order,
+on one node; tests/upstream/test_oracle_dra.py checks it against that code. Claims are visited in the given order,
 requests in spec order, and each request's devices one slot at a time. For every slot the node's devices
 are tried in search order (complete pools by driver and pool name, slices by name, devices as published,
 as incubating sorts them), and a device is kept when, in this order:

@@ -2,7 +2,7 @@
 
 ``admit(node, pod)`` predicts whether the kubelet admits the pod and with which NUMA affinity per
 container; a node it rejects must never be offered as feasible. Judged by the kubelet v1.37.2's own managers
-in tests/test_oracle_kubelet.py (docs/placement.md, "Checked against the kubelet itself").
+in tests/upstream/test_oracle_kubelet.py (docs/placement.md, "Checked against the kubelet itself").
 """
 
 from placement.core.topology_manager.admission import (
