@@ -18,8 +18,10 @@ from google.protobuf.message import Message
 
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.dra.pod_claims import PodResourceClaim
-from placement.core.podgroup import DomainConstraint
+from placement.core.node_amounts import Amount
+from placement.core.podgroup import DomainConstraint, PermitVerdict
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
+from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
 from placement.core.quantity import resource_quantity
 from placement.core.vocabulary import CPU, MEMORY, RejectionKind
 from placement.service.errors import InvalidRequest
@@ -38,9 +40,6 @@ from placement.service.results import (
     ScoreOutcome,
 )
 from placement.service.views import NodeSummary, NodeView
-from placement.state.cluster_index import Amount
-from placement.state.eviction_check import EvictionCandidate, EvictionVerdict
-from placement.state.gang_coordinator import PermitVerdict
 
 KIND_TO_PB = {
     RejectionKind.UNKNOWN_NODE: pb.REJECTION_KIND_UNKNOWN_NODE,

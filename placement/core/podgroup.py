@@ -208,3 +208,11 @@ def _parse_name(key: str, value: str) -> str:
     if not _LABEL_VALUE.fullmatch(value):
         raise PodGroupError(key, value, _NAME_ACCEPTED)
     return value
+
+
+class PermitVerdict(enum.StrEnum):
+    """What Permit answers for a member of a group: bind now, hold, or give up (unreserve)."""
+
+    ALLOW = "Allow"
+    WAIT = "Wait"
+    REJECT = "Reject"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from placement.core.constraints.constraint_types import Labels
 from placement.core.constraints.selectors import Selector
+from placement.core.vocabulary import Rejected
 
 # ``pickOneNodeForPreemption`` sums priorities shifted by MaxInt32 + 1, so every term is positive and a
 # candidate with more victims never sums lower only because their priorities are negative.
@@ -192,3 +193,24 @@ def candidate_count(nodes: int, *, percentage: int = 10, minimum: int = 100) -> 
     MinCandidateNodesPercentage 10 and MinCandidateNodesAbsolute 100)."""
     count = nodes * percentage // 100
     return min(max(count, minimum), nodes)
+
+
+@dataclass(frozen=True)
+class EvictionCandidate:
+    """One node and the pods that would be evicted from it."""
+
+    node: str
+    victims: tuple[tuple[str, str], ...] = ()  # (namespace, name)
+    victim_uids: tuple[str, ...] = ()  # metadata.uid
+
+
+@dataclass(frozen=True)
+class EvictionVerdict:
+    """Whether the pod fits ``node`` once the candidate's victims are gone; ``refusal`` says why not."""
+
+    node: str
+    refusal: Rejected | None  # None: it fits
+
+    @property
+    def fits(self) -> bool:
+        return self.refusal is None

@@ -38,6 +38,7 @@ from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
+from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
 from placement.core.scoring import combine
 from placement.core.vocabulary import Rejected, RejectionKind, demand_of
 from placement.service.errors import (
@@ -73,7 +74,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.dra_verdicts import choose_devices
 from placement.state.driver_reservations import DriverReservations
-from placement.state.eviction_check import EvictionCandidate, EvictionVerdict, check_eviction
+from placement.state.eviction_check import check_eviction
 from placement.state.gang_coordinator import GangCoordinator
 from placement.state.nominations import Nominations
 from placement.state.preemption_search import NoPreemption, find_preemption

@@ -14,11 +14,10 @@ from typing import Any, NamedTuple
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 from placement.core.dra.allocation import allocation_result
 from placement.core.dra.claims import AllocatedDevice
-from placement.core.podgroup import DomainConstraint
+from placement.core.podgroup import DomainConstraint, PermitVerdict
 from placement.core.pods import PendingPod, PodSpec
 from placement.core.vocabulary import PodDemand, RejectionKind
 from placement.state.dra_verdicts import DeviceChoice
-from placement.state.gang_coordinator import PermitVerdict
 from placement.state.preemption_search import Victim
 
 

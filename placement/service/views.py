@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.core.gpu_sets import rank_label
+from placement.core.node_amounts import Amount, CellState, KubeletPolicy
 from placement.core.vocabulary import CPU, GPU_RESOURCE, MEMORY
 from placement.service.errors import NodeNotFound
-from placement.state.cluster_index import Amount, CellState, ClusterIndex, KubeletPolicy
+from placement.state.cluster_index import ClusterIndex
 
 
 @dataclass(frozen=True)

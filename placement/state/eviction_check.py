@@ -24,7 +24,6 @@ pod's NUMA intent), then the kubelet's Topology Manager admission and the device
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from placement.core.constraints.context import PodInCluster
 from placement.core.decision import NodePlan, plan_on_node
 from placement.core.feasibility import filter_nodes
 from placement.core.pods import PendingPod
+from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
 from placement.core.vocabulary import PodDemand, Rejected, RejectionKind, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import NOT_ON_NODE, PodWithDevices
@@ -39,27 +39,6 @@ from placement.state.eviction_devices import ClaimsAfterEviction
 
 Key = tuple[str, str]
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
-
-
-@dataclass(frozen=True)
-class EvictionCandidate:
-    """One node and the pods that would be evicted from it."""
-
-    node: str
-    victims: tuple[Key, ...] = ()  # (namespace, name)
-    victim_uids: tuple[str, ...] = ()  # metadata.uid
-
-
-@dataclass(frozen=True)
-class EvictionVerdict:
-    """Whether the pod fits ``node`` once the candidate's victims are gone; ``refusal`` says why not."""
-
-    node: str
-    refusal: Rejected | None  # None: it fits
-
-    @property
-    def fits(self) -> bool:
-        return self.refusal is None
 
 
 def check_eviction(

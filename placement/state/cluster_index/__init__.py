@@ -40,17 +40,11 @@ from __future__ import annotations
 from placement.state.cluster_index.index import ClusterIndex
 from placement.state.cluster_index.index_records import (
     DEFAULT_GPU_COLUMNS,
-    Amount,
-    CellState,
     GpuShape,
-    KubeletPolicy,
 )
 
 __all__ = [
     "DEFAULT_GPU_COLUMNS",
-    "Amount",
-    "CellState",
     "ClusterIndex",
     "GpuShape",
-    "KubeletPolicy",
 ]

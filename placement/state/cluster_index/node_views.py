@@ -9,6 +9,7 @@ from collections.abc import Collection
 import numpy as np
 
 from placement.core.constraints.context import PodInCluster
+from placement.core.node_amounts import Amount, CellState, KubeletPolicy
 from placement.core.pods import PendingPod
 from placement.core.vocabulary import (
     MAX_NUMA,
@@ -18,10 +19,7 @@ from placement.core.vocabulary import (
 from placement.state.cluster_index.free_amounts import IndexFree
 from placement.state.cluster_index.index_records import (
     _POLICY_NAMES,
-    Amount,
-    CellState,
     GpuShape,
-    KubeletPolicy,
     _in_units,
     _share_left,
     _share_of,

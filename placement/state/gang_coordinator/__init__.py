@@ -74,7 +74,6 @@ from placement.state.gang_coordinator.gang_records import (
     GangStatus,
     MemberPlacement,
     PermitStatus,
-    PermitVerdict,
 )
 
 __all__ = [
@@ -91,5 +90,4 @@ __all__ = [
     "GangStatus",
     "MemberPlacement",
     "PermitStatus",
-    "PermitVerdict",
 ]

@@ -38,6 +38,7 @@ from placement.core.gang_plan import (
 from placement.core.podgroup import (
     DomainConstraint,
     GroupRef,
+    PermitVerdict,
     SpreadPolicy,
 )
 from placement.core.pods import PendingPod
@@ -153,12 +154,6 @@ class GangPlacement:
     status: GangStatus
     members: tuple[MemberPlacement, ...]
     deadline: float  # members not bound by then are released (the coordinator's clock)
-
-
-class PermitVerdict(enum.StrEnum):
-    ALLOW = "Allow"
-    WAIT = "Wait"
-    REJECT = "Reject"
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from placement.core.podgroup import PermitVerdict
 from placement.state.gang_coordinator.gang_records import (
     Key,
     PermitStatus,
-    PermitVerdict,
     _Gang,
     _names_of,
     _State,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from placement.core.annotations import MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
-from placement.core.podgroup import PodGroupSpec
+from placement.core.podgroup import PermitVerdict, PodGroupSpec
 from placement.core.pods import PendingPod
 from placement.core.topology_manager import Pod
-from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement, GangStatus, PermitVerdict
+from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement, GangStatus
 from tests.gang_fixtures import Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
 from tests.machines.node_topologies import nvswitch_node
 

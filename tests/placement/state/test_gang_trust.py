@@ -15,12 +15,13 @@ import pytest
 import placement.state.gang_coordinator as state_gangs
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
 from placement.core.gang_plan import plan_gang
+from placement.core.podgroup import PermitVerdict
 from placement.core.pods import ContainerSpec, PendingPod, PodSpec
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest
 from placement.service.gang_port import CoordinatedGangs
 from placement.service.results import GangSpec, GangState
-from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement, PermitVerdict
+from placement.state.gang_coordinator import GangConfig, GangPhase, GangPlacement
 from placement.state.gang_coordinator import planning as gang_planning
 from tests.gang_fixtures import Cluster, assert_no_overcommit, member, pod
 from tests.machines.node_topologies import nvswitch_node
