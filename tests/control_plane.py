@@ -498,6 +498,10 @@ def manifest_objects(path: Path) -> list[Json]:
     return [document for document in yaml.safe_load_all(path.read_text()) if document]
 
 
+# How long a just-applied admission policy may take to be enforced: a bound against a hang, never a pace.
+POLICY_IN_FORCE_S = 120.0
+
+
 def install(plane: ControlPlane, manifests: Sequence[Path]) -> None:
     """Apply ``manifests`` once per control plane (server-side apply is idempotent; this only saves time)."""
     done: set[Path] = plane.__dict__.setdefault("_installed", set())
@@ -539,7 +543,32 @@ def agent_kubeconfig(plane: ControlPlane, node: str, path: Path) -> Path:
     pod = template_pod(REPO / "deploy" / "agent" / "04-daemonset.yaml", f"kubenexus-agent-{node}", node)
     ensure_object(plane, "/api/v1/namespaces/kubenexus-agent/pods", pod)
     name = pod["metadata"]["name"]
-    return plane.service_account_kubeconfig(path, "kubenexus-agent", "kubenexus-agent", bound_pod=name)
+    kubeconfig = plane.service_account_kubeconfig(path, "kubenexus-agent", "kubenexus-agent", bound_pod=name)
+    _wait_for_the_agents_policy(plane, kubeconfig, node)
+    return kubeconfig
+
+
+def _wait_for_the_agents_policy(plane: ControlPlane, kubeconfig: Path, node: str) -> None:
+    """deploy/agent's admission policy in force, once per control plane: the API server enforces a policy from
+    the moment its informer has it and the binding, a moment after the apply (longer on a loaded machine); a
+    test that expects a refusal must not race it. Probed with a label the agent does not own, as a server-side
+    dry run (admission judges it, nothing is stored)."""
+    if plane.__dict__.get("_agent_policy_in_force"):
+        return
+
+    def refused() -> bool:
+        done = plane.kubectl("label", "node", node, "example.com/policy-probe=1", "--overwrite", "--dry-run=server",
+                             kubeconfig=kubeconfig, check=False)  # fmt: skip
+        return done.returncode != 0 and "may change only the label and annotation keys it owns" in done.stderr
+
+    deadline = time.monotonic() + POLICY_IN_FORCE_S
+    while not refused():
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(
+                f"the agent's admission policy was not in force {POLICY_IN_FORCE_S:g} s after it was applied"
+            )
+        time.sleep(0.2)
+    plane.__dict__["_agent_policy_in_force"] = True
 
 
 def placement_kubeconfig(plane: ControlPlane, pod_name: str, path: Path, *, node: str) -> Path:
