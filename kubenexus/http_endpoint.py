@@ -15,9 +15,7 @@ from kubenexus.addresses import parse_address
 class HttpEndpoint:
     """``/metrics``, ``/healthz`` (the process answers) and ``/readyz`` (``ready()``) on a daemon thread."""
 
-    def __init__(
-        self, address: str, registry: CollectorRegistry, *, ready: Callable[[], bool], not_ready: str
-    ) -> None:
+    def __init__(self, address: str, registry: CollectorRegistry, *, ready: Callable[[], bool], not_ready: str) -> None:
         host, port = parse_address(address)
         self._server = ThreadingHTTPServer((host, port), _handler(registry, ready, f"{not_ready}\n".encode()))
         self._server.daemon_threads = True

@@ -76,6 +76,21 @@ def encode_nrt(topology: NodeTopology, *, node_name: str) -> dict[str, Any]:
     }
 
 
+def nrt_name(obj: Any) -> str:
+    """The node an NRT object is for (its name), once it is known to be one; ``TopologyDecodeError`` otherwise."""
+    if not isinstance(obj, Mapping):
+        raise TopologyDecodeError(f"a {KIND} object must be a mapping, found {type(obj).__name__}")
+    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
+        raise TopologyDecodeError(
+            f"not a {API_VERSION} {KIND}: apiVersion={obj.get('apiVersion')!r}, kind={obj.get('kind')!r}"
+        )
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise TopologyDecodeError(f"{KIND}: metadata.name is missing")
+    return name
+
+
 def written_by_kubenexus(obj: Mapping[str, Any]) -> bool:
     """Whether the NRT carries the agent's model: else another wrote it (Node Feature Discovery's
     nfd-topology-updater replaces the attributes, the model with them, whenever it applies its own)."""
@@ -98,17 +113,8 @@ def nrt_writers(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 def decode_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     """The model embedded in an NRT object, refused unless its zones and attributes agree with it."""
-    if not isinstance(obj, Mapping):
-        raise TopologyDecodeError(f"a {KIND} object must be a mapping, found {type(obj).__name__}")
-    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
-        raise TopologyDecodeError(
-            f"not a {API_VERSION} {KIND}: apiVersion={obj.get('apiVersion')!r}, kind={obj.get('kind')!r}"
-        )
-    metadata = obj.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise TopologyDecodeError(f"{KIND}: metadata.name is missing")
-    attributes = _attribute_map(obj.get("attributes"), "attributes")
+    name = nrt_name(obj)
+    attributes = attribute_map(obj.get("attributes"), "attributes")
     model = attributes.get(MODEL_ATTRIBUTE)
     if model is None:
         raise TopologyDecodeError(f"{KIND} {name}: attribute {MODEL_ATTRIBUTE} is missing (not written by KubeNexus)")
@@ -122,7 +128,7 @@ def decode_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     except ValueError as error:
         raise TopologyDecodeError(f"{KIND} {name}: {error}") from None
     _check_zones(name, obj.get("zones"), expected["zones"])
-    _check_attributes(name, attributes, _attribute_map(expected["attributes"], "attributes"))
+    _check_attributes(name, attributes, attribute_map(expected["attributes"], "attributes"))
     return topology
 
 
@@ -283,7 +289,9 @@ def _optional_attributes(*pairs: tuple[str, str | int | None]) -> list[dict[str,
     return [_attribute(name, str(value)) for name, value in pairs if value is not None]
 
 
-def _attribute_map(attributes: Any, where: str) -> dict[str, str]:
+def attribute_map(attributes: Any, where: str) -> dict[str, str]:
+    """An NRT attribute list (``[{name, value}]``) as a map; ``TopologyDecodeError`` for a malformed one or a name
+    given twice."""
     if attributes is None:
         return {}
     if not isinstance(attributes, list):

@@ -42,13 +42,14 @@ from kubenexus.topology.model import (
     ZoneResources,
 )
 from kubenexus.topology.nrt import (
-    API_VERSION,
     FINGERPRINT_ATTRIBUTE,
     FINGERPRINT_METHOD_ATTRIBUTE,
     KIND,
     POLICY_ATTRIBUTE,
     SCOPE_ATTRIBUTE,
     ZONE_NODE,
+    attribute_map,
+    nrt_name,
     nrt_writers,
 )
 from placement.core.quantity import QuantityError, exact_quantity
@@ -77,14 +78,7 @@ _MAX_ZONES = 1024  # NUMA cells; the agent's own limit on a host is far below
 def decode_foreign_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     """The NUMA cells, their amounts and distances and the kubelet's alignment policy an NRT written by
     another tells; ``TopologyDecodeError`` saying what is wrong with a malformed one."""
-    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
-        raise TopologyDecodeError(
-            f"not a {API_VERSION} {KIND}: apiVersion={obj.get('apiVersion')!r}, kind={obj.get('kind')!r}"
-        )
-    metadata = obj.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise TopologyDecodeError(f"{KIND}: metadata.name is missing")
+    name = nrt_name(obj)
     where = f"{KIND} {name}"
     zones = obj.get("zones")
     if not isinstance(zones, list):
@@ -105,7 +99,7 @@ def decode_foreign_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     if not cells:
         raise TopologyDecodeError(f"{where}: no zone of type {ZONE_NODE} named node-<id>: no NUMA cell to read")
     ids = tuple(sorted(cells))
-    attributes = _attributes(obj.get("attributes"), f"{where}: attributes")
+    attributes = attribute_map(obj.get("attributes"), f"{where}: attributes")
     kubelet = _kubelet(attributes, obj.get("topologyPolicies"), where)
     threads = sum(_amount(zone, CPU, "capacity") for zone, _ in cells.values())
     writers = nrt_writers(obj)
@@ -200,21 +194,6 @@ def _distances(ids: tuple[int, ...], costs: Mapping[int, Mapping[int, int]]) -> 
     if not all(set(costs[i]) >= set(ids) for i in ids):
         return None
     return Distances(ids, tuple(tuple(costs[a][b] for b in ids) for a in ids))
-
-
-def _attributes(attributes: Any, where: str) -> dict[str, str]:
-    if attributes is None:
-        return {}
-    if not isinstance(attributes, list):
-        raise TopologyDecodeError(f"{where}: expected a list")
-    result: dict[str, str] = {}
-    for position, attribute in enumerate(attributes):
-        name = attribute.get("name") if isinstance(attribute, Mapping) else None
-        value = attribute.get("value") if isinstance(attribute, Mapping) else None
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise TopologyDecodeError(f"{where}[{position}]: expected an object with string name and value")
-        result.setdefault(name, value)  # NFD's updateAttribute keeps one entry per name; the first wins here
-    return result
 
 
 def _kubelet(attributes: Mapping[str, str], deprecated: Any, where: str) -> KubeletSettings:
