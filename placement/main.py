@@ -45,6 +45,7 @@ from placement.core.workload_policies import (
 )
 from placement.demo import build_demo_cluster, grpcurl_connection, run_demo
 from placement.service.engine import PlacementEngine
+from placement.service.framework.profile import Profile, ProfileError
 from placement.service.gang_port import CoordinatedGangs
 from placement.service.heap import settle_heap
 from placement.shim.flags import add_binder_arguments, add_extender_arguments
@@ -150,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: %(default)s); other drivers' devices are allocated without topology",
     )
     serve.add_argument(
+        "--disable-plugins",
+        metavar="NAMES",
+        default="",
+        help="plugins the profile leaves out, comma-separated: Gangs (no PlaceGang or Permit) and Preemption (no "
+        "Preempt or CheckEviction); the others cannot be left out (default: none; the demo runs them all)",
+    )
+    serve.add_argument(
         "--workload-policies",
         type=Path,
         metavar="FILE",
@@ -246,10 +254,12 @@ async def _serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop_event.set)
 
     policies = workload_policies(args.workload_policies)
+    profile = plugin_profile(args.disable_plugins)
     if args.compiled_kernel:
         compiled_kernel()
-    engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args)
+    engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args, profile)
     engine.index.policy_scores.policies = policies
+    log.info("plugins per extension point", extra={"points": engine.pipeline.points()})
     try:
         metrics = PlacementMetrics(engine)
         if args.metrics_address:
@@ -331,6 +341,14 @@ def topology_levels(text: str) -> TopologyLevels:
         raise UsageError(f"--topology-levels: {error}") from None
 
 
+def plugin_profile(names: str) -> Profile:
+    """``--disable-plugins``, checked before anything starts; a bad value is a usage error."""
+    try:
+        return Profile.without(names.split(","))
+    except ProfileError as error:
+        raise UsageError(f"--disable-plugins: {error}") from None
+
+
 def workload_policies(path: Path | None) -> WorkloadPolicies:
     """``--workload-policies``: the file read and checked before anything starts; a bad one is a usage error."""
     if path is None:
@@ -379,7 +397,7 @@ def _discover_this_machine() -> NodeTopology:
     return json_codec.loads(result.stdout)
 
 
-def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable[[], None]]:
+def _cluster_engine(args: argparse.Namespace, profile: Profile) -> tuple[PlacementEngine, Callable[[], None]]:
     # The Kubernetes client (30 MB) is loaded only for a real cluster, not for the demo.
     from kubenexus.kube.client import connect  # noqa: PLC0415
     from kubenexus.kube.errors import ApiUnavailable  # noqa: PLC0415
@@ -403,7 +421,9 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
     index = ClusterIndex(gpu_drivers=drivers)
     reservations = Reservations(index)
     nominations = Nominations()
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config, nominations=nominations))
+    gangs = None
+    if profile.runs("Gangs"):
+        gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=gang_config, nominations=nominations))
     elector = None
     if args.leader_elect:
         try:
@@ -421,6 +441,7 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         leadership=elector,
         nominations=nominations,
         drivers=DriverReservations(index, reservations, levels=gang_config.levels),
+        profile=profile,
     )
     feed = ClusterFeed(
         api,
@@ -430,8 +451,8 @@ def _cluster_engine(args: argparse.Namespace) -> tuple[PlacementEngine, Callable
         # The engine's view of pod changes: a bound or deleted preemptor's hold ends, then the gangs'.
         on_pod=engine.observe_pod,
         on_nominated=engine.observe_nomination,
-        on_node=gangs.coordinator.observe_node,
-        on_node_removed=gangs.coordinator.forget_node,
+        on_node=None if gangs is None else gangs.coordinator.observe_node,
+        on_node_removed=None if gangs is None else gangs.coordinator.forget_node,
     )
     feed.start()
     if elector is not None:

@@ -1,6 +1,6 @@
 """Nodes whose GPUs are DRA devices and pods holding them through allocated claims: the scenes in which
 preemption and CheckEviction free a victim's devices (tests/placement/state/test_preemption.py,
-tests/placement/service/test_eviction_check.py).
+tests/placement/service/plugins/preemption/test_eviction_check.py).
 
 Each node is an 8-GPU NVSwitch machine publishing ``tests/dra_fixtures/alloc_nvswitch_8gpu.yaml`` (devices
 ``gpu-0`` .. ``gpu-7``, pool named after the node), the agent's topology joined to it by GPU UUID.

@@ -33,6 +33,7 @@ from placement.service.errors import (
     NotLeader,
     PermissionDenied,
     PlacementError,
+    PreemptionUnavailable,
     Unauthenticated,
 )
 
@@ -44,6 +45,7 @@ _STATUS_OF: dict[type[PlacementError], grpc.StatusCode] = {
     NodeNotFound: grpc.StatusCode.NOT_FOUND,
     CacheNotSynced: grpc.StatusCode.FAILED_PRECONDITION,
     GangsUnavailable: grpc.StatusCode.UNIMPLEMENTED,
+    PreemptionUnavailable: grpc.StatusCode.UNIMPLEMENTED,
     NotLeader: grpc.StatusCode.UNAVAILABLE,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,

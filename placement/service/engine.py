@@ -31,16 +31,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from placement.core.annotations import InvalidValue
-from placement.core.decision import order_of, rank
-from placement.core.domains import DEFAULT_LEVELS
+from placement.core.decision import order_of
 from placement.core.feasibility import FilterResult
-from placement.core.intent import PodIntent
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
-from placement.core.scoring import combine
-from placement.core.vocabulary import Rejected, RejectionKind, demand_of
+from placement.core.vocabulary import Rejected, RejectionKind
 from placement.service.errors import (
     CacheNotSynced,
     GangsUnavailable,
@@ -48,9 +44,15 @@ from placement.service.errors import (
     NodeNotFound,
     NotLeader,
     PermissionDenied,
+    PreemptionUnavailable,
 )
+from placement.service.framework.handle import Handle
+from placement.service.framework.pipeline import NO_GANGS, NO_PREEMPTION, Pipeline
+from placement.service.framework.profile import Profile
+from placement.service.framework.registry import build
 from placement.service.gang_port import CoordinatedGangs, GangPort
 from placement.service.gang_preemptors import gang_preemptors
+from placement.service.plugins import REGISTRY
 from placement.service.reservation_owners import Owners
 from placement.service.results import (
     Explanation,
@@ -74,19 +76,11 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.decision_cache import DecisionCache
 from placement.state.dra_verdicts import choose_devices
 from placement.state.driver_reservations import DriverReservations
-from placement.state.eviction_check import check_eviction
 from placement.state.gang_coordinator import GangCoordinator
 from placement.state.nominations import Nominations
-from placement.state.preemption_search import NoPreemption, find_preemption
 from placement.state.reservations import Decision, Reservations, plan_on_slot
 
-_NO_INTENT = PodIntent()
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
-_HELD = Rejected("held for a waiting pod group (starvation prevention)", RejectionKind.HELD_FOR_GANG)
-# A node held for a preemptor while its victims leave: the kind of a node kept free for someone else.
-_NOMINATED = Rejected(
-    "held for a preempting pod of equal or higher priority while its victims leave", RejectionKind.HELD_FOR_GANG
-)
 MAX_NODE_NAMES = 100_000  # a request naming more candidates than any cluster has is a client bug
 _KEPT_PODS = 256  # validated pods kept by their source (each a few kB)
 
@@ -117,10 +111,13 @@ class PlacementEngine:
     nominations: Nominations = field(default_factory=Nominations)
     # Room held for drivers' executors (Spark drivers, Ray heads); None: Reserve decides every pod alone.
     drivers: DriverReservations | None = None
+    # Which plugins run (``framework.profile``): every one the service has, by default.
+    profile: Profile = field(default_factory=Profile)
     _last_synced: float | None = field(default=None, init=False, repr=False)
     _owners: Owners = field(default_factory=Owners, init=False, repr=False)
     verdicts: DecisionCache = field(init=False, repr=False)
     candidate_lists: CandidateLists = field(init=False, repr=False)
+    pipeline: Pipeline = field(init=False, repr=False)
     _created: float = field(default_factory=time.monotonic, init=False, repr=False)
     # Validated pods by what the request carried: a scheduler asks Filter, then Score, about one pod.
     _validated_pods: dict[str | bytes, PendingPod] = field(default_factory=dict, init=False, repr=False)
@@ -129,13 +126,28 @@ class PlacementEngine:
         # Filter and Score answer from kept per-node verdicts where the node has not changed since.
         self.verdicts = DecisionCache(self.index)
         self.candidate_lists = CandidateLists(self.index)
+        handle = Handle(
+            index=self.index,
+            reservations=self.reservations,
+            verdicts=self.verdicts,
+            nominations=self.nominations,
+            gangs=self.gangs,
+            drivers=self.drivers,
+            clock=self.clock,
+        )
+        self.pipeline = Pipeline(handle, build(REGISTRY, handle, self.profile))
 
     @classmethod
-    def over(cls, index: ClusterIndex, *, synced: Callable[[], bool] = _always_synced) -> PlacementEngine:
+    def over(
+        cls, index: ClusterIndex, *, synced: Callable[[], bool] = _always_synced, profile: Profile | None = None
+    ) -> PlacementEngine:
         """An engine with default reservations and gang coordinator over ``index`` (demo, tests, main)."""
+        profile = profile or Profile()
         reservations = Reservations(index)
         nominations = Nominations()
-        gangs = CoordinatedGangs(GangCoordinator(index, reservations, nominations=nominations))
+        gangs = None
+        if profile.runs("Gangs"):
+            gangs = CoordinatedGangs(GangCoordinator(index, reservations, nominations=nominations))
         drivers = DriverReservations(index, reservations)
         return cls(
             index=index,
@@ -144,6 +156,7 @@ class PlacementEngine:
             synced=synced,
             nominations=nominations,
             drivers=drivers,
+            profile=profile,
         )
 
     # --- decisions -----------------------------------------------------------------------------------
@@ -152,73 +165,33 @@ class PlacementEngine:
         """``names_key`` (optional) determines ``nodes`` exactly (the request's serialized node-name field):
         a list seen before is not resolved name by name again (``CandidateLists``)."""
         pending = self._admit_request(spec)
-        demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
             candidates = self._resolve(nodes, names_key)
-            # Filter needs no scores: the scoring pass is the Score call's work.
-            filtered = self.index.judge(pending).filtered(self.verdicts.filter(candidates.rows, demand, intent))
-            refused = self._refused_by_plan(pending, candidates.rows[filtered.feasible])
-            dropped = {refusal.node for refusal in refused}
-            feasible = tuple(name for name in candidates.names[filtered.feasible].tolist() if name not in dropped)
-            rejected = ordered(
-                [*_unknown(candidates), *_rejections(candidates.names, filtered), *group_rejections(refused)]
-            )
+            filtered = self.pipeline.filter(self.pipeline.cycle(pending), candidates.rows)
+            feasible = tuple(candidates.names[filtered.feasible].tolist())
+            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
         return FilterOutcome(feasible=feasible, rejected=rejected)
-
-    def _refused_by_plan(self, pending: PendingPod, rows: npt.NDArray[np.int64]) -> list[Rejection]:
-        """The nodes among ``rows`` (feasible to the vectorised rules) where Reserve's exact plan refuses a pod
-        whose intent restricts its cells (an affinity or an anti-affinity). For such an intent those rules are
-        necessary conditions only (some allowed cell set fits: ``feasibility._apply_intent``); whether the
-        kubelet's own choice of cells is among the allowed ones is checked by the plan. An intent that names no
-        cell allows every cell, so the kubelet's choice cannot fall outside it and no plan is needed (the exact
-        plan costs about 0.4 ms a node: 0.4 s over 1,000 feasible nodes, measured). A
-        scheduler that binds on Filter's answer (kube-scheduler with the extender) would otherwise pick a node
-        that Reserve then refuses at bind, again at every retry, while another node might hold the pod; Score
-        drops the same nodes (the scheduler plugin takes Score's nodes as the feasible ones). Call under the
-        index lock."""
-        demand, intent = demand_of(pending.pod), _intent(pending)
-        restricts_cells = bool(pending.intent.affinity_node_ids or pending.intent.anti_affinity_node_ids)
-        if not len(rows) or intent is None or not restricts_cells:
-            return []
-        judged = self.index.judge(pending)
-        scores = judged.scored(combine(self.index.arrays(), rows, self.verdicts.components(rows, demand, intent)))
-        refused = []
-        for position, row in enumerate(scores.rows.tolist()):
-            plan = plan_on_slot(self.index, row, demand, pending.intent, int(scores.landing_cell[position]))
-            if isinstance(plan, Rejected):
-                refused.append(_rejection(self.index.name_of(row) or "", plan))
-        return refused
 
     def score(
         self, spec: PodSpec, nodes: Sequence[str] = (), *, names_key: bytes | None = None, breakdown: bool = True
     ) -> ScoreOutcome:
         """``names_key`` as for ``filter``; without ``breakdown`` the outcome carries no per-component points."""
         pending = self._admit_request(spec)
-        demand, intent = demand_of(pending.pod), _intent(pending)
         with self.index.lock:
             candidates = self._resolve(nodes, names_key)
-            rows = candidates.rows
-            arrays = self.index.arrays()
+            cycle = self.pipeline.cycle(pending)
             # A scheduler scores the nodes its Filter call just passed: the cache holds their verdicts.
-            judged = self.index.judge(pending)
-            filtered = judged.filtered(self.verdicts.filter(rows, demand, intent))
-            feasible = rows[filtered.feasible]
-            refused = self._refused_by_plan(pending, feasible)
-            if refused:
-                dropped = {refusal.node for refusal in refused}
-                feasible = feasible[[self.index.name_of(row) not in dropped for row in feasible.tolist()]]
-            scores = judged.scored(combine(arrays, feasible, self.verdicts.components(feasible, demand, intent)))
+            filtered = self.pipeline.filter(cycle, candidates.rows)
+            scores = self.pipeline.score(cycle, candidates.rows[filtered.feasible])
             order = order_of(scores)
             # Vectorised per component, one list each: the servicer encodes from these columns.
             weights = scores.shares if breakdown else {}
             points = {name: (share * scores.components[name][order]).tolist() for name, share in weights.items()}
             ordered_rows = scores.rows[order]
             landing = scores.landing_cell[order]
-            cells = np.where(landing < 0, -1, arrays.cell_ids[ordered_rows, np.maximum(landing, 0)])
+            cells = np.where(landing < 0, -1, self.index.arrays().cell_ids[ordered_rows, np.maximum(landing, 0)])
             names = tuple(self.index.names_of(ordered_rows))
-            rejected = ordered(
-                [*_unknown(candidates), *_rejections(candidates.names, filtered), *group_rejections(refused)]
-            )
+            rejected = ordered([*_unknown(candidates), *_rejections(candidates.names, filtered)])
         return ScoreOutcome(
             nodes=names,
             totals=scores.total[order].tolist(),
@@ -234,22 +207,12 @@ class PlacementEngine:
         self._require_leader()
         with self.index.lock:
             candidates = self._resolve(nodes, None)
-            known: list[str] = candidates.names.tolist()
-            rejected = [_rejection(node, _UNKNOWN_NODE) for node in candidates.unknown]
-            if self.gangs is not None:
-                # Backfill: single pods may not take nodes held for a gang that has waited too long.
-                open_nodes = set(self.gangs.open_to_backfill(known))
-                rejected += [_rejection(node, _HELD) for node in known if node not in open_nodes]
-                known = [node for node in known if node in open_nodes]
-            # Nodes nominated for another preemptor of priority >= this pod's wait for it (kube-scheduler's
-            # nominated pods): their room is being freed for that preemptor.
-            open_nodes = set(self.nominations.open_to(pending.key, pending.priority, known))
-            rejected += [_rejection(node, _NOMINATED) for node in known if node not in open_nodes]
-            known = [node for node in known if node in open_nodes]
-            decision = self._decide(pending, known)
+            attempt = self.pipeline.reserve(self.pipeline.cycle(pending), candidates.names.tolist())
+            decision = attempt.decision
+            assert decision is not None  # the pipeline's assume cache decides what no plugin did
             if decision.node is not None:
                 self._owners.record(pending.key, caller)
-                self.nominations.release(pending.key)
+        rejected = [_rejection(node, _UNKNOWN_NODE) for node in candidates.unknown] + attempt.rejected
         rejected += [_rejection(node, why) for node, why in decision.rejections().items()]
         return ReserveOutcome(placement=self._placement(decision), rejected=group_rejections(rejected))
 
@@ -269,7 +232,7 @@ class PlacementEngine:
             if owner is not None and owner != caller and not override:
                 raise PermissionDenied(f"the reservation of pod {key[0]}/{name} was made by another client")
             # A gang member's reservation goes with its whole group (all or nothing).
-            released = (self.gangs is not None and self.gangs.unreserve(*key)) or self.reservations.unreserve(*key)
+            released = self.pipeline.unreserve(*key)
             if released:
                 self._owners.forget(key)
             return released
@@ -278,27 +241,25 @@ class PlacementEngine:
         pending = self._admit_request(spec)
         if not node:
             raise InvalidRequest("node is required")
-        demand = demand_of(pending.pod)
         index = self.index
         with index.lock:
             slot = index.slot_of(node)
             if slot is None:
                 raise NodeNotFound(node)
-            arrays = index.arrays()
             only = np.array([slot], dtype=np.int64)
-            judge = index.judge(pending)
-            ranking = rank(arrays, only, demand, intent=_intent(pending), constraints=judge)
-            exact = bool(len(ranking.filtered.exact_rows))
-            refused = ranking.filtered.rejected(0)
+            cycle = self.pipeline.cycle(pending)
+            filtered = self.pipeline.filter(cycle, only)
+            exact = bool(len(filtered.exact_rows))
+            refused = filtered.rejected(0)
             if refused is not None:
-                return Explanation(node, pending, demand, None, _rejection(node, refused), exact)
-            scores = ranking.scores
-            plan = plan_on_slot(index, slot, demand, pending.intent, int(scores.landing_cell[0]))
-            devices = None if isinstance(plan, Rejected) else choose_devices(judge, plan)
+                return Explanation(node, pending, cycle.demand, None, _rejection(node, refused), exact)
+            scores = self.pipeline.score(cycle, only)
+            plan = plan_on_slot(index, slot, cycle.demand, pending.intent, int(scores.landing_cell[0]))
+            devices = None if isinstance(plan, Rejected) else choose_devices(cycle.judge, plan)
         if isinstance(plan, Rejected):
-            return Explanation(node, pending, demand, None, _rejection(node, plan), exact_model=True)
+            return Explanation(node, pending, cycle.demand, None, _rejection(node, plan), exact_model=True)
         if isinstance(devices, Rejected):
-            return Explanation(node, pending, demand, None, _rejection(node, devices), exact)
+            return Explanation(node, pending, cycle.demand, None, _rejection(node, devices), exact)
         placement = Placement(
             namespace=pending.namespace,
             name=pending.name,
@@ -312,13 +273,13 @@ class PlacementEngine:
             claims=claim_devices(devices, node, plan.cells),
             notes=index.node_notes(node),
         )
-        return Explanation(node, pending, demand, placement, None, exact)
+        return Explanation(node, pending, cycle.demand, placement, None, exact)
 
     # --- gangs ---------------------------------------------------------------------------------------
 
     def place_gang(self, group: GangSpec, nodes: Sequence[str] = (), *, caller: str = "") -> GangOutcome:
         """``caller`` owns the members' reservations, whenever the group is reserved (``unreserve``)."""
-        gangs = self._gangs()
+        self._require_gangs()
         if not group.name:
             raise InvalidRequest("pod group name is required")
         if not group.members:
@@ -332,12 +293,10 @@ class PlacementEngine:
         self._require_synced()
         self._require_leader()
         # No candidates named: every node, now and later (the group keeps them for its retries).
-        outcome = gangs.place(group, members, self._candidates(nodes) if nodes else None)
+        outcome = self.pipeline.reserve_group(group, members, self._candidates(nodes) if nodes else None)
         with self.index.lock:
             for member in members:  # registered: a refused request raised above and recorded nothing
                 self._owners.record(member.key, caller)
-            for placement in outcome.placements:
-                self.nominations.release((placement.namespace, placement.name))
         return outcome
 
     # --- preemption ----------------------------------------------------------------------------------
@@ -348,36 +307,22 @@ class PlacementEngine:
 
         ``caller`` is the client asking (the binder); the hold is the preemptor's, whoever asked.
         """
+        self._require_preemption()
         if isinstance(preemptor, GangSpec):
-            levels = self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS
-            pods, constraints, policy = gang_preemptors(preemptor, self._validated, levels)
+            pods, topology, spread = gang_preemptors(preemptor, self._validated, self.pipeline.handle.levels)
         else:
-            pods, constraints, policy = [self._validated(preemptor)], (), SpreadPolicy.PACKED
+            pods, topology, spread = [self._validated(preemptor)], (), SpreadPolicy.PACKED
         self._require_synced()
         self._require_leader()
         pods = [self._with_priority(pod) for pod in pods]
         candidates = self._candidates(nodes) if nodes else None
-        priority = min(pod.priority for pod in pods)  # a gang's is its lowest member's, as for its victims
-        with self.index.lock:
-            decision = find_preemption(
-                self.index,
-                pods,
-                candidates=candidates,
-                constraints=constraints,
-                policy=policy,
-                # Among otherwise equal candidates, the pods of lower tenant tiers are evicted first.
-                victim_tier=self.index.policy_scores.policies.tenant_tier,
-                levels=self.gangs.levels if self.gangs is not None else DEFAULT_LEVELS,
-            )
-            if isinstance(decision, NoPreemption):
-                return PreemptOutcome(False, decision.reason, (), (), 0.0)
-            hold_s = self.nominations.hold(decision, priority)
-        return PreemptOutcome(True, decision.reason, decision.victims, decision.nominations, hold_s)
+        return self.pipeline.post_filter(pods, candidates, topology=topology, spread=spread)
 
     def check_eviction(self, spec: PodSpec, candidates: Sequence[EvictionCandidate]) -> tuple[EvictionVerdict, ...]:
         """Whether the pod fits each candidate node once that candidate's victims are gone
         (``state.eviction_check``): kube-scheduler's extender preemption verb asks it. Read-only, so any
         replica answers, like Filter; reserves, holds and evicts nothing."""
+        self._require_preemption()
         if len(candidates) > MAX_NODE_NAMES:
             raise InvalidRequest(f"{len(candidates)} eviction candidates, more than the {MAX_NODE_NAMES} accepted")
         for candidate in candidates:
@@ -385,17 +330,12 @@ class PlacementEngine:
                 raise InvalidRequest("every eviction candidate needs a node name")
             if any(not name for _, name in candidate.victims) or "" in candidate.victim_uids:
                 raise InvalidRequest(f"a victim on node {candidate.node} has no name and no uid; give one of them")
-        pending = self._admit_request(spec)
-        with self.index.lock:
-            return check_eviction(self.index, pending, candidates)
+        return self.pipeline.check_eviction(self._admit_request(spec), candidates)
 
     def observe_pod(self, key: tuple[str, str], usage: PodUsage | None, gone: bool) -> None:
         """The feed's pod changes (``ClusterFeed(on_pod=...)``): a preemptor bound, finished or deleted
-        needs no node held for it any more; then the gang coordinator's view of the pod."""
-        if usage is not None or gone:
-            self.nominations.release(key)
-        if isinstance(self.gangs, CoordinatedGangs):
-            self.gangs.observe_pod(key, usage, gone)
+        needs no node held for it any more; then the plugins' view of the pod (the gang coordinator's)."""
+        self.pipeline.observe_pod(key, usage, gone)
 
     def observe_nomination(self, key: tuple[str, str], node: str, priority: int) -> None:
         """The feed's pending pods nominated to a node (``ClusterFeed(on_nominated=...)``): held here too,
@@ -403,11 +343,11 @@ class PlacementEngine:
         self.nominations.restore(key, node, priority)
 
     def permit_status(self, namespace: str, name: str) -> PermitOutcome:
-        gangs = self._gangs()
+        self._require_gangs()
         if not name:
             raise InvalidRequest("pod name is required")
         self._require_synced()
-        return gangs.permit(namespace or "default", name)
+        return self.pipeline.permit(namespace or "default", name)
 
     def cache_age_s(self) -> float:
         """Seconds since the cache was last seen in sync with the API: 0 while it is, growing while not.
@@ -430,14 +370,8 @@ class PlacementEngine:
 
         Only the leader, and only from a synced cache: a follower's or a stale cache's plan could double-book.
         """
-        self.nominations.expire()
-        if self.drivers is not None:
-            self.drivers.sweep()  # a driver gone: its executors' room goes back to the cluster
-        if self.gangs is None or not self.is_synced():
-            return
-        if self.leadership is not None and not self.leadership.is_leader():
-            return
-        self.gangs.tick()
+        leading = self.is_synced() and (self.leadership is None or self.leadership.is_leader())
+        self.pipeline.tick(leading=leading)
 
     def gangs_waiting(self) -> int:
         return 0 if self.gangs is None else self.gangs.waiting()
@@ -491,14 +425,10 @@ class PlacementEngine:
             )
         return pending if value == pending.priority else replace(pending, priority=value)
 
-    def _decide(self, pending: PendingPod, known: list[str]) -> Decision:
-        """Reserve's decision: a driver holds its executors' room, an executor takes it (``drivers``)."""
-        if self.drivers is None:
-            return self.reservations.decide(pending, known)
-        try:
-            return self.drivers.decide(pending, known)
-        except InvalidValue as error:
-            raise InvalidRequest(f"pod {pending.namespace}/{pending.name}: {error}") from None
+    def _require_preemption(self) -> None:
+        """Refuses a preemption call up front, before its request is validated, where the profile has none."""
+        if not self.pipeline.offers_preemption:
+            raise PreemptionUnavailable(NO_PREEMPTION)
 
     def _require_synced(self) -> None:
         if not self.is_synced():
@@ -509,10 +439,10 @@ class PlacementEngine:
         if self.leadership is not None and not self.leadership.is_leader():
             raise NotLeader(self.leadership.leader_identity())
 
-    def _gangs(self) -> GangPort:
-        if self.gangs is None:
-            raise GangsUnavailable("gang scheduling is not configured in this placement service")
-        return self.gangs
+    def _require_gangs(self) -> None:
+        """Refuses a gang call up front, before its request is validated, where no plugin places groups."""
+        if not self.pipeline.offers_groups:
+            raise GangsUnavailable(NO_GANGS)
 
     def _candidates(self, nodes: Sequence[str]) -> list[str]:
         """``nodes`` without duplicates, in order; every node when empty."""
@@ -547,11 +477,6 @@ class PlacementEngine:
             claims=claim_devices(decision.devices, decision.node, decision.cells),
             notes=self.index.node_notes(decision.node),
         )
-
-
-def _intent(pending: PendingPod) -> PodIntent | None:
-    """None for a pod that asks nothing: the core then skips the intent's mask work (~30 ms per 1,000 nodes)."""
-    return None if pending.intent == _NO_INTENT else pending.intent
 
 
 def _unknown(candidates: Candidates) -> list[Rejections]:

@@ -30,6 +30,10 @@ class GangsUnavailable(PlacementError):
     """Gang scheduling is not configured in this service (UNIMPLEMENTED)."""
 
 
+class PreemptionUnavailable(PlacementError):
+    """The service's profile leaves preemption out (UNIMPLEMENTED)."""
+
+
 class NotLeader(PlacementError):
     """A decision asked of a replica that does not hold the leader Lease (UNAVAILABLE: retry the leader)."""
 

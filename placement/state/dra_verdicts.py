@@ -207,7 +207,10 @@ class PodWithDevices:
         return answer
 
     def filtered(self, resources: FilterResult) -> FilterResult:
-        result = self.constraints.filtered(resources)
+        return self.claims_filtered(self.constraints.filtered(resources))
+
+    def claims_filtered(self, result: FilterResult) -> FilterResult:
+        """``result`` with the claims judged on the rows it still passes (DynamicResources' Filter)."""
         if not result.feasible.any():
             return result
         reasons = Reasons(len(result.rows))
@@ -269,7 +272,10 @@ class PodWithDevices:
         return None if code == 0 else answers.reasons[code - 1]
 
     def scored(self, scores: Scores) -> Scores:
-        scores = self.constraints.scored(scores)
+        return self.devices_scored(self.constraints.scored(scores))
+
+    def devices_scored(self, scores: Scores) -> Scores:
+        """``scores`` with the device choice's points added (DynamicResources' Score)."""
         try:
             unallocated = self.claims().unallocated
         except ClaimsUnusable:

@@ -184,17 +184,19 @@ class DriverReservations:
         """``Reservations.decide`` for ``pod``, holding its members' room when it is a driver and giving it
         held room when it is a member (see the module docstring). Raises ``InvalidValue`` for a driver whose
         annotations cannot be read, before anything is reserved."""
+        decision = self.decide_held(pod, candidate_names)
+        return self._reservations.decide(pod, candidate_names) if decision is None else decision
+
+    def decide_held(self, pod: PendingPod, candidate_names: Sequence[str]) -> Decision | None:
+        """``decide`` for a driver, and for a member that held room takes; None for any other pod (and for a
+        member whose held room does not fit it): ``Reservations.decide`` decides it as any pod."""
         with self._index.lock:
             self.sweep()
             room = member_room(pod)
             if room is not None:
                 return self._decide_driver(pod, room, candidate_names)
             hold = self._hold_of(pod)
-            if hold is not None:
-                decision = self._into_held_room(pod, hold, candidate_names)
-                if decision is not None:
-                    return decision
-            return self._reservations.decide(pod, candidate_names)
+            return None if hold is None else self._into_held_room(pod, hold, candidate_names)
 
     def sweep(self) -> list[tuple[str, str]]:
         """Release the holds of drivers the index no longer holds (deleted, finished, unreserved, expired)."""

@@ -57,10 +57,14 @@ class PodInCluster:
     def scored(self, scores: Scores) -> Scores:
         """``scores`` (of nodes that passed the filter) with the constraint plugins' scores added, then the
         workload policies' components."""
-        scores = self._with_plugin_scores(scores)
+        return self.policy_scored(self.plugin_scored(scores))
+
+    def policy_scored(self, scores: Scores) -> Scores:
+        """``scores`` with the workload policies' components added (as they are: none configured)."""
         return scores if self.policies is None else self.policies(scores)
 
-    def _with_plugin_scores(self, scores: Scores) -> Scores:
+    def plugin_scored(self, scores: Scores) -> Scores:
+        """``scores`` with kube-scheduler's constraint plugins' scores added."""
         if self.constraints.constrains_nothing():
             self.cache.bind(self.view)
             _, preferring_nodes = self.cache.node_rules()

@@ -1,0 +1,3 @@
+from placement.service.plugins.dynamic_resources.device_claims import DynamicResources
+
+__all__ = ["DynamicResources"]

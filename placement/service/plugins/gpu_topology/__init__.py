@@ -1,0 +1,3 @@
+from placement.service.plugins.gpu_topology.exact_plan import GpuTopology
+
+__all__ = ["GpuTopology"]

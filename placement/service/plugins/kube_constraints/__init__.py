@@ -1,0 +1,3 @@
+from placement.service.plugins.kube_constraints.constraint_plugins import KubeConstraints
+
+__all__ = ["KubeConstraints"]

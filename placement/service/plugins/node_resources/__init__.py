@@ -1,0 +1,3 @@
+from placement.service.plugins.node_resources.numa_admission import NodeResources
+
+__all__ = ["NodeResources"]

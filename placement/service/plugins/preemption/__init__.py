@@ -1,0 +1,3 @@
+from placement.service.plugins.preemption.victim_choice import Preemption
+
+__all__ = ["Preemption"]
