@@ -274,3 +274,75 @@ def _gunzip(text: str, where: str) -> bytes:
     if not decompressor.eof:
         raise TopologyDecodeError(f"{where}: the compressed model is truncated")
     return document
+
+
+# --- what docs/labels.md lists (``python -m tools.labels_doc``), kept beside the code that writes it ---------------
+
+
+@dataclass(frozen=True)
+class PublishedKey:
+    """One key the encoder writes, as docs/labels.md lists it; ``N`` and ``M`` in ``key`` stand for ids."""
+
+    key: str
+    value: str
+    left_out: str = "never"
+
+    def matches(self, key: str) -> bool:
+        pattern = re.escape(self.key).replace("N", "[0-9]+").replace("M", "[0-9]+")
+        return re.fullmatch(pattern, key) is not None
+
+
+# ``N`` and ``M``: kernel NUMA node ids (sparse ids stay sparse); for ``gpuN``, the GPU's index (NVML's, else
+# sysfs bus order).
+PUBLISHED_LABELS = (
+    PublishedKey(NODE_COUNT_KEY, "number of NUMA cells"),
+    PublishedKey(
+        f"{NUMA_PREFIX}node-N-cpus",
+        "the cell's online CPUs, ranges joined by `_` (`0-15_32-47`: a label value cannot hold `,`); empty for a "
+        "memory-only cell",
+        "over 63 characters: the annotation of the same key holds the kernel's form",
+    ),
+    PublishedKey(f"{NUMA_PREFIX}node-N-memory", "the cell's MemTotal in bytes, hugepages included", "not told"),
+    PublishedKey(
+        f"{NUMA_PREFIX}node-N-bandwidth",
+        "HMAT read bandwidth in MB/s from the cell's nearest CPUs (access class 1)",
+        "no HMAT",
+    ),
+    PublishedKey(f"{NUMA_PREFIX}node-N-distance-M", "SLIT distance from cell N to cell M, N != M", "no SLIT"),
+    PublishedKey(GPU_COUNT_KEY, "GPUs found, healthy or not; `0` without GPUs"),
+    PublishedKey(
+        f"{GPU_PREFIX}gpuN-numa",
+        "the host NUMA node GPU N is attached to (never its own memory node on GH200/GB200)",
+        "not told",
+    ),
+    PublishedKey(
+        GPU_MODEL_KEY,
+        "the product name made label-safe (`NVIDIA H100 80GB HBM3` -> `NVIDIA-H100-80GB-HBM3`)",
+        "no GPUs, GPUs of different products, or an unknown name",
+    ),
+    PublishedKey(GPU_MEMORY_KEY, "MiB per GPU (as GPU Feature Discovery); the smallest GPU's", "not told"),
+    PublishedKey(
+        NVLINK_DOMAIN_KEY,
+        f"`{NVLINK_NVSWITCH}` (every pair NVLinked through NVSwitches), `{NVLINK_FULL}` (every pair, no switch "
+        f"seen), `{NVLINK_PARTIAL}` (some pairs), `{NVLINK_NONE}`",
+        "no GPUs",
+    ),
+    PublishedKey(
+        FABRIC_CLIQUE_KEY,
+        "the NVLink fabric clique all GPUs share, `<clusterUuid>.<cliqueId>` (as `nvidia.com/gpu.clique`)",
+        "no GPUs, a GPU outside any fabric, or several cliques",
+    ),
+)
+PUBLISHED_ANNOTATIONS = (
+    PublishedKey(
+        f"{NUMA_PREFIX}node-N-cpus",
+        "the kernel's CPU list (`0-15,32-47`), for a cell whose label form would be too long",
+        "the label holds it",
+    ),
+    PublishedKey(
+        MODEL_KEY,
+        f"the complete model: compact JSON, or gzip of it in base64 over {MODEL_SIZE_LIMIT // 1024} KiB",
+        f"still over {MODEL_SIZE_LIMIT // 1024} KiB compressed (the NRT object carries it)",
+    ),
+    PublishedKey(MODEL_ENCODING_KEY, f"`{ENCODING_JSON}` or `{ENCODING_GZIP_BASE64}`: how to read the model"),
+)
