@@ -6,8 +6,10 @@ The machines come from the catalogue, ``tests.machines``; a member may also ask 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -58,6 +60,11 @@ def member(
     return PendingPod(namespace, name, pod(**shape), labels=labels, priority=priority)
 
 
+# A coordinator on a fake clock: no failed plan waits to be tried again, however long it took on a loaded machine
+# (``GangConfig.slow_plan_s``): the clock is fake, the planning time real.
+FAKE_CLOCK_CONFIG = GangConfig(slow_plan_s=math.inf)
+
+
 class Cluster:
     """An index, its reservations and a gang coordinator on a fake clock."""
 
@@ -67,7 +74,11 @@ class Cluster:
         labels: Mapping[str, Mapping[str, str]] | None = None,
         *,
         config: GangConfig | None = None,
+        slow_plan_s: float = math.inf,
     ) -> None:
+        """``slow_plan_s``: the coordinator's (``GangConfig.slow_plan_s``); by default no failed plan waits to be
+        tried again, however long it took on a loaded machine: the clock here is fake, the planning time real."""
+        config = replace(config or GangConfig(), slow_plan_s=slow_plan_s)
         self.clock = Clock()
         self.topologies = dict(nodes)
         self.index = ClusterIndex()

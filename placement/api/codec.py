@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from placement.api.v1 import placement_pb2 as pb
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.node_amounts import Amount
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import DomainConstraint, PermitVerdict
 from placement.core.pods import ContainerSpec, PodParseError, PodSpec, pod_spec_from_json
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
@@ -32,7 +33,6 @@ from placement.service.results import (
     GangSpec,
     GangState,
     PermitOutcome,
-    Placement,
     PreemptOutcome,
     Rejection,
     Rejections,

@@ -60,6 +60,7 @@ from placement.core.decision import plan_on_node
 from placement.core.feasibility import FilterResult, allowed_cells, cell_requests, filter_nodes
 from placement.core.gpu_sets import GpuLinkTable
 from placement.core.intent import PodIntent
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import SpreadPolicy
 from placement.core.scoring import ScoringWeights, fit_curve, score_nodes
 from placement.core.vocabulary import (
@@ -129,15 +130,6 @@ class Locality:
 
 
 @dataclass(frozen=True)
-class MemberPlan:
-    key: tuple[str, str]
-    row: int
-    cells: tuple[int, ...]  # NUMA ids
-    pinned: bool  # the kubelet pins the member to ``cells``; else our prediction
-    gpus: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class Span:
     """How far a plan reaches: distinct nodes, and distinct known cliques, racks and zones."""
 
@@ -149,7 +141,7 @@ class Span:
 
 @dataclass(frozen=True)
 class GangPlan:
-    members: tuple[MemberPlan, ...]  # in the order the members were given
+    members: tuple[Placement, ...]  # in the order the members were given
     policy: SpreadPolicy
 
     def rows(self) -> tuple[int, ...]:
@@ -280,7 +272,7 @@ class Workspace:
 
     def place(
         self, member: GangMember, row: int, *, prefer: Sequence[int] = (), within_room: bool = False
-    ) -> MemberPlan | str:
+    ) -> Placement | str:
         """Plan ``member`` on ``row`` and charge it here; ``prefer`` ranks NUMA ids where we may choose.
 
         ``within_room``: the caller keeps to the node's ``member_capacity``, which bounds the node-level
@@ -304,7 +296,7 @@ class Workspace:
         counts = self.gang_cells.setdefault(row, {})
         for cell in cells:
             counts[cell] = counts.get(cell, 0) + 1
-        return MemberPlan(key=member.key, row=row, cells=cells, pinned=pinned, gpus=chosen)
+        return Placement(*member.key, row=row, cells=cells, pinned=pinned, gpus=chosen)
 
     def _static_signature(self, row: int, gpus: NodeGpus | None) -> bytes:
         signature = self._static.get(row)
@@ -444,7 +436,7 @@ def plan_gang(
     locality = locality or Locality.unknown(arrays.numa_count.shape[0])
     workspace = Workspace(arrays, gpus)
     opened = list(dict.fromkeys(int(r) for r in anchors))
-    planned: dict[tuple[str, str], MemberPlan] = {}
+    planned: dict[tuple[str, str], Placement] = {}
     rules = rules or {}
     for shape in _shapes(members, rules):
         outcome = _place_shape(
@@ -491,7 +483,7 @@ def _place_shape(
     preference: FloatArray | None,
     weights: ScoringWeights | None,
     rule: MemberRules | None = None,
-) -> tuple[list[MemberPlan], str | None]:
+) -> tuple[list[Placement], str | None]:
     """Place one shape's members; appends the rows it opens to ``opened``. Returns (plans, why it stopped)."""
     arrays = workspace.arrays
     demand, intent = members[0].demand, _asked(members[0].intent)
@@ -521,7 +513,7 @@ def _place_shape(
         if fresh.size
         else np.zeros(0)
     )
-    plans: list[MemberPlan] = []
+    plans: list[Placement] = []
     pending = list(members)
     reachable = len(fresh) if policy is SpreadPolicy.SPREAD else int(np.minimum(room, len(members)).sum())
     if reachable < len(members):  # the upper bound already says no: skip the exact checks
@@ -591,7 +583,7 @@ def _deal(
     workspace: Workspace,
     targets: list[int],
     pending: list[GangMember],
-    plans: list[MemberPlan],
+    plans: list[Placement],
     room_of: dict[int, int],
 ) -> None:
     """``balanced``: one member at a time to the target holding the fewest of the gang's members."""

@@ -36,6 +36,7 @@ from placement.core.constraints.selectors import HOSTNAME_LABEL
 from placement.core.dra.claims import parse_device_class, parse_resource_claim
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.dra.slices import parse_resource_slice
+from placement.core.pod_placement import Placement
 from placement.core.pods import ContainerSpec, PodSpec, PodUsage, validate_pod
 from placement.core.vocabulary import GPU_RESOURCE, demand_of
 from placement.demo.dra import (
@@ -53,7 +54,7 @@ from placement.demo.dra import (
 from placement.service.engine import PlacementEngine
 from placement.service.errors import InvalidRequest, PlacementError
 from placement.service.gang_port import CoordinatedGangs
-from placement.service.results import GangOutcome, GangSpec, GangState, Placement, Rejections
+from placement.service.results import GangOutcome, GangSpec, GangState, Rejections
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangCoordinator, GangPhase, GangPlacement
 
@@ -369,10 +370,7 @@ def _decide_gang(coordinator: GangCoordinator, workload: Workload, nodes: Sequen
             raise InvalidRequest(status.message)
     answer = coordinator.place(NAMESPACE, workload.key, nodes)
     if isinstance(answer, GangPlacement):
-        placements = tuple(
-            Placement(m.namespace, m.name, m.node, m.cells, m.gpus, m.pinned, score=0.0, breakdown={}, ttl_s=0.0)
-            for m in answer.members
-        )
+        placements = answer.members
         state, status = GangState.PLACED, answer.status
     else:
         placements = ()

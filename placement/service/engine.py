@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from placement.core.decision import order_of
 from placement.core.feasibility import FilterResult
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodParseError, PodSpec, PodUsage, validate_pod
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
@@ -60,13 +61,11 @@ from placement.service.results import (
     GangOutcome,
     GangSpec,
     PermitOutcome,
-    Placement,
     PreemptOutcome,
     Rejection,
     Rejections,
     ReserveOutcome,
     ScoreOutcome,
-    claim_devices,
     group_rejections,
     ordered,
 )
@@ -267,10 +266,10 @@ class PlacementEngine:
             cells=plan.cells,
             gpus=plan.gpus,
             pinned=plan.pinned,
+            row=plan.row,
             score=float(scores.total[0]),
             breakdown=scores.breakdown(0),
-            ttl_s=0.0,
-            claims=claim_devices(devices, node, plan.cells),
+            devices=devices,
             notes=index.node_notes(node),
         )
         return Explanation(node, pending, cycle.demand, placement, None, exact)
@@ -461,21 +460,15 @@ class PlacementEngine:
         return self.candidate_lists.resolve(names_key, lambda: self._candidates(nodes))
 
     def _placement(self, decision: Decision) -> Placement | None:
-        if decision.node is None:
+        """The decision's placement as the API answers it: how long it holds, what the service knew less of."""
+        placement = decision.placement
+        if placement is None:
             return None
         expires_at = decision.expires_at
-        return Placement(
-            namespace=decision.namespace,
-            name=decision.name,
-            node=decision.node,
-            cells=decision.cells,
-            gpus=decision.gpus,
-            pinned=decision.pinned,
-            score=decision.score,
-            breakdown=decision.breakdown,
+        return replace(
+            placement,
             ttl_s=0.0 if expires_at is None else max(0.0, expires_at - self.clock()),
-            claims=claim_devices(decision.devices, decision.node, decision.cells),
-            notes=self.index.node_notes(decision.node),
+            notes=self.index.node_notes(placement.node),
         )
 
 

@@ -21,10 +21,11 @@ from typing import Protocol
 
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
 from placement.core.domains import TopologyLevels
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import GroupRef, PodGroupSpec
 from placement.core.pods import PendingPod, PodUsage
 from placement.service.errors import InvalidRequest
-from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome, Placement, claim_devices
+from placement.service.results import GangOutcome, GangSpec, GangState, PermitOutcome
 from placement.state.gang_coordinator import GangCoordinator, GangPhase, GangPlacement, GangRefused
 
 
@@ -97,22 +98,8 @@ class CoordinatedGangs:
         placements: tuple[Placement, ...] = ()
         if isinstance(result, GangPlacement):
             ttl = max(0.0, result.deadline - self._clock())
-            placements = tuple(
-                Placement(
-                    m.namespace,
-                    m.name,
-                    m.node,
-                    m.cells,
-                    m.gpus,
-                    m.pinned,
-                    0.0,
-                    {},
-                    ttl,
-                    claim_devices(m.devices, m.node, m.cells),
-                    self.coordinator.index.node_notes(m.node),
-                )
-                for m in result.members
-            )
+            index = self.coordinator.index
+            placements = tuple(replace(m, ttl_s=ttl, notes=index.node_notes(m.node)) for m in result.members)
         state = {
             GangPhase.RESERVED: GangState.PLACED,
             GangPhase.BOUND: GangState.PLACED,

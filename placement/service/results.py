@@ -9,15 +9,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
-from placement.core.dra.allocation import allocation_result
-from placement.core.dra.claims import AllocatedDevice
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import DomainConstraint, PermitVerdict
 from placement.core.pods import PendingPod, PodSpec
 from placement.core.vocabulary import PodDemand, RejectionKind
-from placement.state.dra_verdicts import DeviceChoice
 from placement.state.preemption_search import Victim
 
 
@@ -91,82 +88,6 @@ class ScoreOutcome:
                 self.nodes, self.totals, self.landing_cells, zip(*self.points.values(), strict=True), strict=True
             )
         )
-
-
-@dataclass(frozen=True)
-class ClaimDevices:
-    """The devices chosen for one ResourceClaim, and the ``status.allocation`` the binder writes."""
-
-    namespace: str
-    name: str
-    devices: tuple[AllocatedDevice, ...]
-    allocation: Mapping[str, Any]  # empty for a claim allocated already (kept as it is)
-    why: tuple[str, ...]  # what the choice scored, for people
-
-
-def claim_devices(choice: DeviceChoice | None, node: str, cells: tuple[int, ...]) -> tuple[ClaimDevices, ...]:
-    """Each claim of the pod on ``node`` (the pod predicted in NUMA ``cells``): the devices chosen, with the
-    allocation kube-scheduler would write; then the claims allocated already, with no allocation to write
-    (the binder adds the pod to their ``reservedFor``). () for a pod without claims."""
-    if choice is None:
-        return ()
-    kept = tuple(
-        ClaimDevices(claim.namespace, claim.name, claim.allocation or (), {}, ("allocated already: kept as it is",))
-        for claim in choice.kept
-    )
-    fit = choice.fit
-    if fit is None:
-        return kept
-    preferred_cell = cells[0] if len(cells) == 1 else None
-    score = fit.score
-    why = (
-        f"NVLink/NVSwitch connectivity {float(score.links):.2f}",
-        f"NUMA alignment {float(score.numa):.2f}"
-        + (f" (with cell {preferred_cell}, where the pod's CPUs are predicted)" if preferred_cell is not None else ""),
-        f"free GPUs kept connected {float(score.fragmentation):.2f}",
-        f"{fit.examined} device sets compared" + (" (cut short)" if fit.truncated else ""),
-        *(() if choice.note is None else (choice.note,)),
-    )
-    chosen = tuple(
-        ClaimDevices(
-            namespace=solution.claim.namespace,
-            name=solution.claim.name,
-            devices=tuple(
-                AllocatedDevice(chosen.request, ref.driver, ref.pool, ref.device)
-                for chosen in solution.devices
-                for ref in (chosen.device.ref,)
-            ),
-            allocation=allocation_result(solution, node),
-            why=why,
-        )
-        for solution in fit.allocation.claims
-    )
-    return chosen + kept
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a pod goes: node, NUMA cells, GPUs; the annotations the binder writes on the pod."""
-
-    namespace: str
-    name: str
-    node: str
-    cells: tuple[int, ...]
-    gpus: tuple[int, ...]
-    pinned: bool
-    score: float
-    breakdown: Mapping[str, float]
-    ttl_s: float  # 0 for a placement that reserves nothing (Explain)
-    claims: tuple[ClaimDevices, ...] = ()  # DRA: the devices chosen for the pod's unallocated claims
-    notes: tuple[str, ...] = ()  # what the service knew less of on the node (``ClusterIndex.node_notes``)
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        """What ``placement.core.pods.pod_usage`` reads back after a restart or on another replica."""
-        result = {ASSIGNED_CELLS_KEY: format_ids(self.cells)}
-        if self.gpus:
-            result[ASSIGNED_GPUS_KEY] = format_ids(self.gpus)
-        return result
 
 
 @dataclass(frozen=True)

@@ -386,10 +386,10 @@ class Ours:
 
     def choose(self, key: str, pod: TracePod, candidate_names: Iterable[str] | None = None) -> Choice | None:
         """``candidate_names``: only these nodes (a preemptor on the node its victims freed); None: all."""
-        decision = self.reservations.decide(pending_pod(key, pod), candidate_names)
-        if decision.node is None:
+        placement = self.reservations.decide(pending_pod(key, pod), candidate_names).placement
+        if placement is None:
             return None
-        return Choice(self.rows[decision.node], decision.gpus, decision.cells)
+        return Choice(self.rows[placement.node], placement.gpus, placement.cells)
 
     def choose_gang(
         self,

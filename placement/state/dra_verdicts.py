@@ -42,6 +42,7 @@ from placement.core.dra.first_fit import Allocation, Unallocatable, first_fit
 from placement.core.dra.pod_claims import ClaimsUnusable, PodClaims, resolve_pod_claims
 from placement.core.dra.pools import DeviceRef, selects_node
 from placement.core.feasibility import FilterResult
+from placement.core.pod_placement import DeviceChoice
 from placement.core.pods import PendingPod
 from placement.core.scoring import Scores, with_constraint_scores
 from placement.core.vocabulary import BoolArray, FloatArray, IntArray, Rejected, RejectionKind
@@ -297,16 +298,6 @@ class PodWithDevices:
                 values[position] = kept[slot] = _points(fit)
             points[mine] = values
         return with_constraint_scores(scores, {DEVICES_PLUGIN: points}, {DEVICES_PLUGIN: DEVICES_WEIGHT})
-
-
-@dataclass(frozen=True)
-class DeviceChoice:
-    """A pod's claims on its node: the devices chosen for the unallocated ones (None: none to allocate), and
-    the claims allocated already, kept as they are (the binder only adds the pod to their ``reservedFor``)."""
-
-    fit: BestFit | None
-    kept: tuple[ResourceClaim, ...]
-    note: str | None = None  # the node's GPU topology was inferred from the driver's attributes: says so
 
 
 def choose_devices(judge: NodeJudge, plan: NodePlan) -> DeviceChoice | Rejected | None:

@@ -330,4 +330,4 @@ class DriverReservations:
 
 def _refused(pod: PendingPod, nodes: Sequence[str], reason: str) -> Decision:
     why = Rejected(reason, RejectionKind.INSUFFICIENT_RESOURCES)
-    return Decision(namespace=pod.namespace, name=pod.name, node=None, skipped=dict.fromkeys(nodes, why))
+    return Decision(namespace=pod.namespace, name=pod.name, skipped=dict.fromkeys(nodes, why))

@@ -29,13 +29,14 @@ from placement.core.constraints.terms import incoming_terms, matches_existing
 from placement.core.constraints.verdicts import AFFINITY_MISMATCH, ConstraintVerdict, FilterStage
 from placement.core.decision import NodePlan, rank
 from placement.core.feasibility import FilterResult
-from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberPlan, MemberRules, Workspace
+from placement.core.gang_plan import GangMember, GangPlan, GangUnplaceable, GpusOf, MemberRules, Workspace
+from placement.core.pod_placement import DeviceChoice, Placement
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import IntArray, Rejected, RejectionKind
 from placement.state.cluster_index import ClusterIndex
-from placement.state.dra_verdicts import DeviceChoice, PodWithDevices, choose_devices, holds_of
+from placement.state.dra_verdicts import PodWithDevices, choose_devices, holds_of
 from placement.state.scheduling_facts import SchedulingFacts
 
 HOSTNAME_KEY = "kubernetes.io/hostname"  # the kubelet sets it on every node, unique per node
@@ -168,7 +169,7 @@ def plan_in_order(
     gets each member's choice); the caller releases the holds when the plan is not reserved."""
     workspace = Workspace(index.arrays(), gpus)
     by_key = {pod.key: member for pod, member in members}
-    plans: list[MemberPlan] = []
+    plans: list[Placement] = []
     reasons: dict[Key, str] = {}
 
     def judge(pod: PendingPod) -> tuple[int, Rejected | None]:
@@ -178,7 +179,7 @@ def plan_in_order(
         )
         for position in ranking.order[:MAX_TRIES_PER_MEMBER].tolist():
             outcome = workspace.place(member, int(ranking.scores.rows[position]))
-            if not isinstance(outcome, MemberPlan):
+            if not isinstance(outcome, Placement):
                 continue
             # Its claims too, holding the devices for the members after it. Refused, the member's cells
             # stay charged in the workspace: the next members see less room there, never more.
@@ -224,7 +225,7 @@ def allocate_members(
     return chosen, None
 
 
-def hold_devices(index: ClusterIndex, pod: PendingPod, plan: MemberPlan) -> DeviceChoice | Rejected | None:
+def hold_devices(index: ClusterIndex, pod: PendingPod, plan: Placement) -> DeviceChoice | Rejected | None:
     """Choose and hold the devices of ``pod``'s claims on its planned node (None: it has none to allocate)."""
     if not pod.resource_claims:
         return None

@@ -29,32 +29,31 @@ from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.decision import NodePlan, plan_on_node, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
+from placement.core.pod_placement import Placement
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
 from placement.core.vocabulary import PodDemand, Rejected, demand_of
 from placement.state.cluster_index import ClusterIndex
-from placement.state.dra_verdicts import DeviceChoice, choose_devices, holds_of
+from placement.state.dra_verdicts import choose_devices, holds_of
 
 DEFAULT_TTL_S = 30.0
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Where the pod goes and why; ``node`` None when nothing holds (see ``reasons``)."""
+    """Reserve's decision: the pod's placement, or None when no candidate holds it (see ``rejections``)."""
 
     namespace: str
     name: str
-    node: str | None
-    cells: tuple[int, ...] = ()
-    gpus: tuple[int, ...] = ()
-    pinned: bool = False  # the kubelet will pin the pod to ``cells``
-    score: float = 0.0
-    breakdown: Mapping[str, float] = field(default_factory=dict)
-    expires_at: float | None = None
+    placement: Placement | None = None
+    expires_at: float | None = None  # the reservation's end on the reservations' clock
     filtered: FilterResult | None = None
     skipped: Mapping[str, Rejected] = field(default_factory=dict)  # feasible nodes the exact check turned down
     slot_names: tuple[str | None, ...] = ()
-    devices: DeviceChoice | None = None  # DRA: the devices chosen for the pod's unallocated claims
+
+    @property
+    def node(self) -> str | None:
+        return None if self.placement is None else self.placement.node
 
     def rejections(self) -> dict[str, Rejected]:
         """Why each candidate was not chosen (built on demand: one entry per rejected node)."""
@@ -162,25 +161,30 @@ class Reservations:
                 index.facts.put_pod(request.placed_on(node))  # the next decision sees it there
                 expires_at = self._clock() + self._ttl_s
                 self._pending[key] = _Reservation(node=node, expires_at=expires_at)
-                return Decision(
+                placement = Placement(
                     namespace=request.namespace,
                     name=request.name,
                     node=node,
                     cells=plan.cells,
                     gpus=plan.gpus,
                     pinned=plan.pinned,
+                    row=row,
                     score=float(scores.total[position]),
                     breakdown=scores.breakdown(int(position)),
+                    devices=devices,
+                )
+                return Decision(
+                    namespace=request.namespace,
+                    name=request.name,
+                    placement=placement,
                     expires_at=expires_at,
                     filtered=ranking.filtered,
                     skipped=skipped,
                     slot_names=index.slot_names(),
-                    devices=devices,
                 )
             return Decision(
                 namespace=request.namespace,
                 name=request.name,
-                node=None,
                 filtered=ranking.filtered,
                 skipped=skipped,
                 slot_names=index.slot_names(),

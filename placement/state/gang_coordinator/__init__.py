@@ -36,7 +36,7 @@ Life of a group (``GangPhase``)::
   stopped, while they fit ``GangConfig.budget`` members (each group counts ``GROUP_PLAN_COST`` more for
   its node filter and scores): at most two groups at the cap a tick. A group whose last try failed is
   not planned again until the cluster, its members or the hold changed; whether a group could ever fit
-  is decided once per group and set of nodes; a failed plan slower than ``SLOW_PLAN_S`` is not tried
+  is decided once per group and set of nodes; a failed plan slower than ``GangConfig.slow_plan_s`` is not tried
   again for ``RETRY_COST_FACTOR`` times its duration, unless the group changes (kube-scheduler backs
   unschedulable pods off for the same reason). Planning never holds the index lock, and gives up the
   interpreter every ``YIELD_EVERY_S`` so that the event loop's calls do not wait on it.
@@ -72,7 +72,6 @@ from placement.state.gang_coordinator.gang_records import (
     GangPlacement,
     GangRefused,
     GangStatus,
-    MemberPlacement,
     PermitStatus,
 )
 
@@ -88,6 +87,5 @@ __all__ = [
     "GangPlacement",
     "GangRefused",
     "GangStatus",
-    "MemberPlacement",
     "PermitStatus",
 ]

@@ -35,6 +35,7 @@ from placement.core.gang_plan import (
     MemberRules,
     NodeGpus,
 )
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import (
     DomainConstraint,
     GroupRef,
@@ -45,7 +46,6 @@ from placement.core.pods import PendingPod
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import IntArray, NodeArrays
 from placement.state.cluster_index import ClusterIndex
-from placement.state.dra_verdicts import DeviceChoice
 from placement.state.nominations import Nominations
 from placement.state.reservations import Reservations
 
@@ -93,6 +93,9 @@ class GangConfig:
     # Members planned per tick besides the head of the queue, all other groups together (each also counts
     # GROUP_PLAN_COST); None: one group at the cap. The head and the first other group are always tried.
     tick_budget: int | None = None
+    # A failed plan that took longer than this (seconds of real time) waits RETRY_COST_FACTOR times as long
+    # before its next try; math.inf: never waits (what tests on a fake clock want, whatever the machine's load).
+    slow_plan_s: float = SLOW_PLAN_S
 
     def __post_init__(self) -> None:
         if not self.permit_timeout_s > 0:
@@ -136,23 +139,12 @@ class GangStatus:
 
 
 @dataclass(frozen=True)
-class MemberPlacement:
-    namespace: str
-    name: str
-    node: str
-    cells: tuple[int, ...]
-    gpus: tuple[int, ...]
-    pinned: bool
-    devices: DeviceChoice | None = None  # DRA: the devices chosen for the member's claims
-
-
-@dataclass(frozen=True)
 class GangPlacement:
     """A group reserved: where each member reserved by this call goes (or, when this call reserved none,
     each member reserved earlier, by a retry, and not bound yet), until when it may bind."""
 
     status: GangStatus
-    members: tuple[MemberPlacement, ...]
+    members: tuple[Placement, ...]
     deadline: float  # members not bound by then are released (the coordinator's clock)
 
 
@@ -179,7 +171,7 @@ class _Member:
     state: _State = _State.PENDING
     node: str | None = None
     rejected: str | None = None  # released after placement: told once through permit_status
-    placement: MemberPlacement | None = None  # while reserved
+    placement: Placement | None = None  # while reserved
     # Registered from a request and not yet shown by the pod watch: dropped at this time (the coordinator's
     # clock) unless the watch shows the pod first. None once seen (or for a member added as a seen pod).
     unseen_until: float | None = None

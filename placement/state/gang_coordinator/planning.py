@@ -33,19 +33,17 @@ from placement.core.gang_plan import (
     empty_view,
     plan_gang,
 )
+from placement.core.pod_placement import DeviceChoice
 from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PodUsage
 from placement.core.scoring import ScoringWeights
 from placement.core.vocabulary import FloatArray, IntArray, NodeArrays
-from placement.state.dra_verdicts import DeviceChoice
 from placement.state.gang_coordinator.gang_records import (
     RETRY_COST_FACTOR,
-    SLOW_PLAN_S,
     YIELD_EVERY_S,
     GangPlacement,
     GangStatus,
     Key,
-    MemberPlacement,
     _Gang,
     _Member,
     _Snapshot,
@@ -74,7 +72,7 @@ class GangPlanning(GangTimeouts):
         outcome = self._plan(prepared, snapshot)
         took = time.perf_counter() - started
         with self._index.lock:
-            slow_failure = isinstance(outcome, _Waiting) and took > SLOW_PLAN_S
+            slow_failure = isinstance(outcome, _Waiting) and took > self._config.slow_plan_s
             if slow_failure and prepared.gang.version == prepared.version:  # a changed group is planned anew
                 prepared.gang.retry_at = now + RETRY_COST_FACTOR * took
             return self._commit(prepared, snapshot, outcome, now)
@@ -329,11 +327,7 @@ class GangPlanning(GangTimeouts):
                     isolated=member.plan.intent.exclusive,
                 )
             )
-            placements.append(
-                MemberPlacement(
-                    step.key[0], step.key[1], node, step.cells, step.gpus, step.pinned, devices.get(step.key)
-                )
-            )
+            placements.append(replace(step, node=node, devices=devices.get(step.key)))
             placed.append(member.pod.placed_on(node))
             member.placement = placements[-1]
         self._reservations.reserve_all(usages, placed, expires=False)

@@ -18,13 +18,13 @@ from placement.core.gang_plan import (
     GangPlan,
     GangUnplaceable,
     Locality,
-    MemberPlan,
     MemberRules,
     NodeGpus,
     Workspace,
     largest_first,
     plan_gang,
 )
+from placement.core.pod_placement import Placement
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod
 from placement.core.preemption_rules import (
@@ -253,7 +253,7 @@ def _plan_in_order(
     workspace = Workspace(index.arrays_without(evicted), _gpus_without(index, evicted))
     taken: dict[int, frozenset[DeviceRef]] = {}
     apart: dict[int, set[int]] = {}  # per rules kept one per node: the slots their members took
-    placed: list[MemberPlan] = []
+    placed: list[Placement] = []
     for member in members:
         rules = planning.rules.get(member.key)
         used = apart.setdefault(id(rules), set()) if rules is not None and rules.one_per_node else set()

@@ -276,6 +276,7 @@ def test_a_share_stays_in_the_cell_of_its_cpus_where_the_kubelet_pins_nothing() 
         qos=QOSClass.GUARANTEED,
     )
     decision = Reservations(index).decide(PendingPod("ns", "share", pod))
-    assert not decision.pinned
-    assert decision.cells == (1,)
-    assert decision.gpus == (5,)
+    assert decision.placement is not None
+    assert not decision.placement.pinned
+    assert decision.placement.cells == (1,)
+    assert decision.placement.gpus == (5,)

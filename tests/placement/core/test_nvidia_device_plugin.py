@@ -97,10 +97,11 @@ def test_the_reservation_holds_the_gpu_the_kubelet_gives_not_the_one_we_would_ch
     index.upsert_topology("pcie", pcie_node())  # single-numa-node; bridges 0-2, 1-3, 4-5, 6-7
     _hold(index, "pcie", (0,), (0,))
     decision = Reservations(index).decide(PendingPod("ns", "one", _pod(4, 1)))
-    assert (decision.node, decision.cells) == ("pcie", (0,))
+    assert decision.placement is not None
+    assert (decision.node, decision.placement.cells) == ("pcie", (0,))
     # The kubelet pins the pod to cell 0 and asks the plugin for one of GPUs 1-3: every set of one scores
     # 0, so it takes the first. Our criterion would spare the 1-3 bridge and take GPU 2.
-    assert decision.gpus == (1,)
+    assert decision.placement.gpus == (1,)
     shape = index.gpu_shape(index.slot_of("pcie") or 0)
     assert shape is not None
     assert choose_gpu_set(shape.table, shape.healthy - {0}, 1, numa_preference=frozenset({0})).gpus == (2,)  # type: ignore[union-attr]
@@ -183,7 +184,8 @@ def test_a_gang_member_whose_gpus_the_plugin_search_cannot_answer_is_charged_by_
     assert not isinstance(again, str)
     # The same pod placed alone: no GPUs predicted either, and the same charges (five GPUs on cell 0).
     decision = Reservations(index).decide(PendingPod("ns", "w", _pod(4, 5)))
-    assert (decision.node, decision.cells, decision.gpus) == ("pcie16", (0,), ())
+    assert decision.placement is not None
+    assert (decision.node, decision.placement.cells, decision.placement.gpus) == ("pcie16", (0,), ())
     after = index.arrays()
     assert np.array_equal(workspace.arrays.cell_free[:, step.row], after.cell_free[:, step.row])
     gpu = after.column("nvidia.com/gpu")

@@ -28,7 +28,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangCoordinator
 from placement.state.gang_coordinator import planning as gang_planning
 from placement.state.reservations import Reservations
-from tests.gang_fixtures import Clock
+from tests.gang_fixtures import FAKE_CLOCK_CONFIG, Clock
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import cpu_node, kubelet
 
@@ -51,7 +51,7 @@ class Service:
             )
         self.clock = Clock()
         self.reservations = Reservations(self.index, clock=self.clock)
-        self.coordinator = GangCoordinator(self.index, self.reservations, clock=self.clock)
+        self.coordinator = GangCoordinator(self.index, self.reservations, config=FAKE_CLOCK_CONFIG, clock=self.clock)
         self.engine = PlacementEngine(
             index=self.index,
             reservations=self.reservations,

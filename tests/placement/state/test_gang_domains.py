@@ -33,7 +33,15 @@ from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangConfig, GangCoordinator, GangPhase, GangPlacement, GangStatus
 from placement.state.reservations import Reservations
-from tests.gang_fixtures import Clock, Cluster, assert_admitted_in_order, assert_no_overcommit, member, pod
+from tests.gang_fixtures import (
+    FAKE_CLOCK_CONFIG,
+    Clock,
+    Cluster,
+    assert_admitted_in_order,
+    assert_no_overcommit,
+    member,
+    pod,
+)
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import nvswitch_node
 
@@ -206,7 +214,7 @@ class Service:
             self.index.upsert_topology(name, topology)
         self.clock = Clock()
         self.reservations = Reservations(self.index, clock=self.clock)
-        self.coordinator = GangCoordinator(self.index, self.reservations, clock=self.clock)
+        self.coordinator = GangCoordinator(self.index, self.reservations, config=FAKE_CLOCK_CONFIG, clock=self.clock)
         for name, labels in nodes.items():
             node_labels = {"kubernetes.io/hostname": name} | dict(labels)
             self.index.facts.set_node(NodeFacts(name, labels=tuple(sorted(node_labels.items()))))

@@ -355,14 +355,13 @@ def test_ticks_on_their_own_thread_never_double_book_against_concurrent_decision
     assert_no_overcommit(cluster)
 
 
-def test_a_slow_failed_plan_is_not_tried_again_until_its_cost_has_passed(
-    plans: list[int], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_slow_failed_plan_is_not_tried_again_until_its_cost_has_passed(plans: list[int]) -> None:
     """A group at the cap takes ~0.1 s to plan; retried at every tick while the cluster churns, it would hold
-    the interpreter a tenth of the time. A failed plan slower than SLOW_PLAN_S waits RETRY_COST_FACTOR times
+    the interpreter a tenth of the time. A failed plan slower than GangConfig.slow_plan_s waits RETRY_COST_FACTOR times
     its duration instead, unless the group itself changes."""
-    monkeypatch.setattr(gang_planning, "SLOW_PLAN_S", -1.0)  # every plan counts as slow here
-    cluster = _cluster()
+    cluster = Cluster(
+        {"a": nvswitch_node(cells=2), "b": nvswitch_node(cells=2)}, slow_plan_s=-1.0
+    )  # every plan counts as slow here
     for name in ("a", "b"):  # one GPU taken on each node: four 4-GPU members cannot fit now, but could later
         assert cluster.reservations.decide(PendingPod("ns", f"single-{name}", pod(gpus=1)), [name]).node == name
     for m in [member(f"big-{i}", "big", 4, gpus=4) for i in range(4)]:

@@ -13,8 +13,14 @@ from placement.core.intent import NumaIntentPolicy, PodIntent
 from placement.core.pods import PendingPod
 from placement.core.topology_manager import Container, Pod, QOSClass
 from placement.state.cluster_index import ClusterIndex
-from placement.state.reservations import Reservations
+from placement.state.reservations import Decision, Reservations
 from tests.machines.node_topologies import GIB, cpu_node, kubelet, nvswitch_node, with_usage
+
+
+def _cells(decision: Decision) -> tuple[int, ...]:
+    """The NUMA cells of a decision that placed its pod."""
+    assert decision.placement is not None
+    return decision.placement.cells
 
 
 def _pod(cpus: int, *, memory_gib: int = 1, gpus: int = 0) -> Pod:
@@ -45,10 +51,10 @@ def test_concurrent_decisions_never_double_book() -> None:
         for i in range(200):
             pod = _pod(1 + (i % 4), memory_gib=2, gpus=(i % 3 == 0) * (1 + i % 2))
             decision = reservations.decide(PendingPod("ns", f"t{thread}-{i}", pod))
-            if decision.node is not None:
-                assert len(decision.cells) == 1  # single-numa-node pins every pod to one cell
+            if decision.placement is not None:
+                assert len(decision.placement.cells) == 1  # single-numa-node pins every pod to one cell
                 with lock:
-                    placed.append(decision.node)
+                    placed.append(decision.placement.node)
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
     for thread in threads:
@@ -85,12 +91,12 @@ def test_stale_report_keeps_the_reservation_subtracted() -> None:
     index.upsert_topology("n", with_usage(node, {}, pods_fingerprint([])))
     reservations = Reservations(index)
     first = reservations.decide(PendingPod("ns", "a", _pod(6)))
-    assert (first.node, first.cells) == ("n", (0,))
+    assert (first.node, _cells(first)) == ("n", (0,))
     # The agent reports again before the kubelet runs the pod: its data shows cell 0 all free. Taken at
     # its word, the next pod would go to cell 0 too (the kubelet's lowest preferred cell) and fail there.
     index.upsert_topology("n", with_usage(node, {}, pods_fingerprint([])))
     second = reservations.decide(PendingPod("ns", "b", _pod(7)))
-    assert (second.node, second.cells) == ("n", (1,))
+    assert (second.node, _cells(second)) == ("n", (1,))
     assert reservations.decide(PendingPod("ns", "c", _pod(3))).node is None
     # Bound, and a report that accounts for both: availability alone decides, nothing counted twice.
     for name in ("a", "b"):
@@ -101,7 +107,7 @@ def test_stale_report_keeps_the_reservation_subtracted() -> None:
     index.upsert_topology("n", with_usage(node, {0: {"cpu": 6}, 1: {"cpu": 7}}, accounted))
     assert [entry[2] for entry in index.pods_on("n")] == [True, True]
     assert index.cell_free[0, index.slot_of("n") or 0, :2].tolist() == [2, 1]
-    assert reservations.decide(PendingPod("ns", "c", _pod(2))).cells == (0,)
+    assert _cells(reservations.decide(PendingPod("ns", "c", _pod(2)))) == (0,)
 
 
 def test_unbound_reservations_expire_and_bound_ones_stay() -> None:
@@ -135,13 +141,14 @@ def test_decision_explains_itself_and_keeps_gpus_in_the_pinned_cell() -> None:
     index.upsert_topology("cpu", cpu_node())
     reservations = Reservations(index)
     decision = reservations.decide(PendingPod("ns", "train", _pod(8, gpus=2)))
+    assert decision.placement is not None
     assert decision.node == "gpu"
-    assert decision.pinned
-    (cell,) = decision.cells
+    assert decision.placement.pinned
+    (cell,) = decision.placement.cells
     shape = index.gpu_shape(index.slot_of("gpu") or 0)
     assert shape is not None
-    assert {shape.numa_of[i] for i in decision.gpus} == {cell}
-    assert sum(decision.breakdown.values()) == pytest.approx(decision.score)
+    assert {shape.numa_of[i] for i in decision.placement.gpus} == {cell}
+    assert sum(decision.placement.breakdown.values()) == pytest.approx(decision.placement.score)
     assert decision.reasons() == {"cpu": "Insufficient nvidia.com/gpu"}
 
 
@@ -153,7 +160,7 @@ def test_isolated_pods_get_a_cell_of_their_own() -> None:
     first = reservations.decide(PendingPod("ns", "a", _pod(12), intent=isolated))
     # The kubelet, not us, picks the cell: 8 CPUs no longer fit cell 0, so it pins the pod to cell 1.
     second = reservations.decide(PendingPod("ns", "b", _pod(8), intent=isolated))
-    assert (first.node, first.cells, second.node, second.cells) == ("n", (0,), "n", (1,))
+    assert (first.node, _cells(first), second.node, _cells(second)) == ("n", (0,), "n", (1,))
     third = reservations.decide(PendingPod("ns", "c", _pod(2), intent=isolated))
     assert third.node is None
     assert "intent isolated" in third.reasons()["n"]
@@ -162,7 +169,7 @@ def test_isolated_pods_get_a_cell_of_their_own() -> None:
     assert plain.node is None
     assert plain.reasons()["n"] == "NUMA cells [0] are held by an isolated pod"
     retried = reservations.decide(PendingPod("ns", "a", _pod(12), intent=replace(isolated)))
-    assert retried.cells == (0,)  # a retry replaces the pod's earlier reservation
+    assert _cells(retried) == (0,)  # a retry replaces the pod's earlier reservation
 
 
 def test_gpus_are_the_device_plugins_answer_where_the_kubelet_pins_nothing() -> None:
@@ -171,12 +178,13 @@ def test_gpus_are_the_device_plugins_answer_where_the_kubelet_pins_nothing() -> 
     cell0 = len(topology.numa_cells[0].cpus)
     index.upsert_topology("gpu-0", with_usage(topology, {0: {"cpu": cell0 - 2}}, fingerprint=None))
     decision = Reservations(index).decide(PendingPod("ns", "p", _pod(8, gpus=1)))
+    assert decision.placement is not None
     assert decision.node == "gpu-0"
-    assert not decision.pinned
-    assert decision.cells == (1,)  # cell 0 has 2 free CPUs: the CPU manager takes the pod's 8 from cell 1
+    assert not decision.placement.pinned
+    assert decision.placement.cells == (1,)  # cell 0 has 2 free CPUs: the CPU manager takes the pod's 8 from cell 1
     # Under policy none the device manager has no hint: NVIDIA's plugin answers one GPU with the first it
     # is offered (every set of one scores 0), wherever the CPUs are. The kubelet offers them in Go map
     # order; the prediction takes them in index order, so GPU 0, in cell 0.
     gpu_cells = {gpu.index: gpu.numa_node for gpu in topology.gpus}
-    assert decision.gpus == (0,)
+    assert decision.placement.gpus == (0,)
     assert gpu_cells[0] == 0

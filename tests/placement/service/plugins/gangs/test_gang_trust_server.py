@@ -22,7 +22,7 @@ from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S, GangCoordinator
 from placement.state.reservations import Reservations
-from tests.gang_fixtures import Clock
+from tests.gang_fixtures import FAKE_CLOCK_CONFIG, Clock
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import nvswitch_node
 
@@ -46,7 +46,7 @@ def service() -> Iterator[Service]:
     for name in NODES:
         index.upsert_topology(name, nvswitch_node(cells=2))
     reservations = Reservations(index, clock=clock)
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations, clock=clock), clock=clock)
+    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=FAKE_CLOCK_CONFIG, clock=clock), clock=clock)
     engine = PlacementEngine(index=index, reservations=reservations, gangs=gangs, clock=clock)
     running = RunningServer(engine)
     try:

@@ -9,6 +9,7 @@ topology score, and the answers to a pod sent as the ``Pod`` message and as ``po
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -69,7 +70,7 @@ class Service:
         self.clock = clock or Clock()
         reservations = Reservations(self.index, clock=self.clock)
         # Starvation never reorders the queue here: only priority and age do.
-        config = GangConfig(starvation_after_s=1e9)
+        config = GangConfig(starvation_after_s=1e9, slow_plan_s=math.inf)
         coordinator = GangCoordinator(self.index, reservations, config=config, clock=self.clock)
         self.engine = PlacementEngine(
             index=self.index,

@@ -35,7 +35,7 @@ from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangCoordinator
 from placement.state.reservations import Reservations
 from tests.constraint_cluster import ListCluster
-from tests.gang_fixtures import Clock
+from tests.gang_fixtures import FAKE_CLOCK_CONFIG, Clock
 from tests.grpc_server import RunningServer
 from tests.machines.node_topologies import nvswitch_node
 
@@ -65,7 +65,9 @@ class Service:
             self.index.facts.set_node(NodeFacts(name, labels=tuple(sorted(labels.items()))))
         clock = Clock()
         reservations = Reservations(self.index, clock=clock)
-        gangs = CoordinatedGangs(GangCoordinator(self.index, reservations, clock=clock), clock=clock)
+        gangs = CoordinatedGangs(
+            GangCoordinator(self.index, reservations, config=FAKE_CLOCK_CONFIG, clock=clock), clock=clock
+        )
         self.engine = PlacementEngine(index=self.index, reservations=reservations, gangs=gangs, clock=clock)
         self.running = RunningServer(self.engine)
         self.stub = self.running.stub
