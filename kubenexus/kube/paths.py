@@ -1,5 +1,10 @@
 """The API paths both programs read or write."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 
@@ -25,6 +30,16 @@ NRTS_PATH = f"/apis/{NRT_GROUP}/{NRT_VERSION}/{NRT_PLURAL}"
 DRA_GROUP = "resource.k8s.io"
 DRA_GROUP_PATH = f"/apis/{DRA_GROUP}"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+def served_dra_version(group: Mapping[str, Any] | None) -> str | None:
+    """The first of DRA_VERSIONS the group's discovery document (``GET DRA_GROUP_PATH``) lists; None when it
+    lists none of them or the group is not served. The one reading of it: the service's feed and the binder's
+    claim writer agree on the version."""
+    if group is None:
+        return None
+    served = {str(v.get("version")) for v in group.get("versions") or [] if isinstance(v, Mapping)}
+    return next((version for version in DRA_VERSIONS if version in served), None)
 
 
 def dra_path(version: str, plural: str) -> str:

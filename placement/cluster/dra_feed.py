@@ -26,7 +26,7 @@ from typing import Any
 from kubenexus.kube.backoff import Backoff
 from kubenexus.kube.client import Json, KubeClient
 from kubenexus.kube.errors import API_ERRORS, describe
-from kubenexus.kube.paths import DRA_GROUP_PATH, DRA_VERSIONS, dra_path
+from kubenexus.kube.paths import DRA_GROUP_PATH, dra_path, served_dra_version
 from kubenexus.kube.reflector import Reflector
 from placement.cluster.keyed import KeyedObjects
 from placement.core.dra.claims import ClaimError, parse_device_class, parse_resource_claim
@@ -113,7 +113,7 @@ class DraFeed:
                 )
                 self._stop.wait(delay)
                 continue
-            version = _served_version(group)
+            version = served_dra_version(group)
             if version is None:
                 log.info("the cluster serves no resource.k8s.io version this service reads: DRA is off")
                 self._discovered.set()
@@ -157,14 +157,6 @@ class DraFeed:
     def _typed(self, kind: str, obj: Json) -> Json:
         """``obj`` with the ``apiVersion`` and ``kind`` a listed item lacks (an object's own are kept)."""
         return {"apiVersion": self._api_version, "kind": kind, **obj}
-
-
-def _served_version(group: Json | None) -> str | None:
-    """The version to read, from the group's discovery document (None: not served)."""
-    if group is None:
-        return None
-    served = {str(v.get("version")) for v in group.get("versions") or [] if isinstance(v, Mapping)}
-    return next((version for version in DRA_VERSIONS if version in served), None)
 
 
 def _read(kind: str, name: str, write: Callable[[], None]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kubenexus.kube.client import Json, KubeClient
 from kubenexus.kube.errors import ApiError
-from kubenexus.kube.paths import DRA_GROUP_PATH, DRA_VERSIONS, dra_path
+from kubenexus.kube.paths import DRA_GROUP_PATH, dra_path, served_dra_version
 from placement.api.v1 import placement_pb2 as pb
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -114,9 +114,7 @@ class ClaimWriter:
 
     def _path(self, namespace: str, name: str) -> str:
         if self._version is None:
-            group = self._api.get(DRA_GROUP_PATH) or {}
-            served = {str(v.get("version")) for v in group.get("versions") or [] if isinstance(v, Mapping)}
-            version = next((v for v in DRA_VERSIONS if v in served), None)
+            version = served_dra_version(self._api.get(DRA_GROUP_PATH))
             if version is None:
                 raise ClaimWriteError("the cluster serves no resource.k8s.io version to write claims to")
             self._version = version
