@@ -206,12 +206,10 @@ class PlacementEngine:
         self._require_leader()
         with self.index.lock:
             candidates = self._resolve(nodes, None)
-            attempt = self.pipeline.reserve(self.pipeline.cycle(pending), candidates.names.tolist())
-            decision = attempt.decision
-            assert decision is not None  # the pipeline's assume cache decides what no plugin did
+            decision, closed = self.pipeline.reserve(self.pipeline.cycle(pending), candidates.names.tolist())
             if decision.node is not None:
                 self._owners.record(pending.key, caller)
-        rejected = [_rejection(node, _UNKNOWN_NODE) for node in candidates.unknown] + attempt.rejected
+        rejected = [_rejection(node, _UNKNOWN_NODE) for node in candidates.unknown] + closed
         rejected += [_rejection(node, why) for node, why in decision.rejections().items()]
         return ReserveOutcome(placement=self._placement(decision), rejected=group_rejections(rejected))
 

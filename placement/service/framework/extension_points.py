@@ -55,7 +55,7 @@ class ScorePlugin(Plugin, Protocol):
 @dataclass
 class ReserveAttempt:
     """One Reserve call as its plugins see it: the candidates still open to the pod, why the others are not, and
-    the decision once a plugin (or the pipeline's assume cache) made it."""
+    the decision once a plugin made it (else the pipeline's assume cache decides on the open nodes)."""
 
     open_nodes: list[str]
     rejected: list[Rejection] = field(default_factory=list)

@@ -32,7 +32,8 @@ from placement.service.framework.extension_points import (
 )
 from placement.service.framework.handle import Handle
 from placement.service.framework.verdict_edits import passing, unscored
-from placement.service.results import GangOutcome, GangSpec, PermitOutcome, PreemptOutcome
+from placement.service.results import GangOutcome, GangSpec, PermitOutcome, PreemptOutcome, Rejection
+from placement.state.reservations import Decision
 
 # A node held for a preemptor while its victims leave: the kind of a node kept free for someone else.
 NOMINATED = Rejected(
@@ -40,7 +41,6 @@ NOMINATED = Rejected(
 )
 NO_GANGS = "gang scheduling is not configured in this placement service"
 NO_PREEMPTION = "preemption is left out of this placement service's profile (plugin Preemption)"
-POINTS = ("filter", "score", "reserve", "reserve_group", "permit", "post_filter", "background", "observe_pod")
 
 
 @dataclass
@@ -50,32 +50,35 @@ class Pipeline:
     _filters: tuple[FilterPlugin, ...] = field(init=False, repr=False)
     _scorers: tuple[ScorePlugin, ...] = field(init=False, repr=False)
     _reservers: tuple[ReservePlugin, ...] = field(init=False, repr=False)
+    _background: tuple[BackgroundPlugin, ...] = field(init=False, repr=False)
+    _observers: tuple[PodObserver, ...] = field(init=False, repr=False)
     # The points one plugin answers whole (None: no plugin of the profile does).
     _group: ReserveGroupPlugin | None = field(init=False, repr=False)
     _permit: PermitPlugin | None = field(init=False, repr=False)
     _post_filter: PostFilterPlugin | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # Sorted once: a runtime protocol check costs microseconds, and the pod watch calls here per event.
         self._filters = tuple(p for p in self.plugins if isinstance(p, FilterPlugin))
         self._scorers = tuple(p for p in self.plugins if isinstance(p, ScorePlugin))
         self._reservers = tuple(p for p in self.plugins if isinstance(p, ReservePlugin))
+        self._background = tuple(p for p in self.plugins if isinstance(p, BackgroundPlugin))
+        self._observers = tuple(p for p in self.plugins if isinstance(p, PodObserver))
         self._group = next((p for p in self.plugins if isinstance(p, ReserveGroupPlugin)), None)
         self._permit = next((p for p in self.plugins if isinstance(p, PermitPlugin)), None)
         self._post_filter = next((p for p in self.plugins if isinstance(p, PostFilterPlugin)), None)
 
     def points(self) -> dict[str, tuple[str, ...]]:
         """Each point's plugins by name, in the order they run (what ``serve`` logs at start)."""
-        kinds: dict[str, type] = {
-            "filter": FilterPlugin,
-            "score": ScorePlugin,
-            "reserve": ReservePlugin,
-            "reserve_group": ReserveGroupPlugin,
-            "permit": PermitPlugin,
-            "post_filter": PostFilterPlugin,
-            "background": BackgroundPlugin,
-            "observe_pod": PodObserver,
+        whole = {"reserve_group": self._group, "permit": self._permit, "post_filter": self._post_filter}
+        return {
+            "filter": tuple(p.name for p in self._filters),
+            "score": tuple(p.name for p in self._scorers),
+            "reserve": tuple(p.name for p in self._reservers),
+            **{point: () if plugin is None else (plugin.name,) for point, plugin in whole.items()},
+            "background": tuple(p.name for p in self._background),
+            "observe_pod": tuple(p.name for p in self._observers),
         }
-        return {point: tuple(p.name for p in self.plugins if isinstance(p, kinds[point])) for point in POINTS}
 
     @property
     def offers_groups(self) -> bool:
@@ -106,11 +109,11 @@ class Pipeline:
 
     # --- Reserve and Unreserve -----------------------------------------------------------------------
 
-    def reserve(self, cycle: CycleState, nodes: list[str]) -> ReserveAttempt:
-        """Decide and hold the pod on one of ``nodes``. Nodes nominated for a preemptor of priority >= this
-        pod's wait for it first (kube-scheduler's nominated pods, the framework's own); then the plugins;
-        then the assume cache decides, if no plugin did. The decision is the attempt's; a pod decided onto a
-        node no longer needs one held for it."""
+    def reserve(self, cycle: CycleState, nodes: list[str]) -> tuple[Decision, list[Rejection]]:
+        """Decide and hold the pod on one of ``nodes``: the decision, and why the nodes closed before it was
+        made were closed. Nodes nominated for a preemptor of priority >= this pod's wait for it first
+        (kube-scheduler's nominated pods, the framework's own); then the plugins close nodes or decide; then the
+        assume cache decides, if no plugin did. A pod decided onto a node no longer needs one held for it."""
         pending = cycle.pending
         attempt = ReserveAttempt(open_nodes=nodes)
         attempt.keep_open(self.handle.nominations.open_to(pending.key, pending.priority, nodes), NOMINATED)
@@ -118,11 +121,10 @@ class Pipeline:
             plugin.reserve(cycle, attempt)
             if attempt.decision is not None:
                 break
-        if attempt.decision is None:
-            attempt.decision = self.handle.reservations.decide(pending, attempt.open_nodes)
-        if attempt.decision.node is not None:
+        decision = attempt.decision or self.handle.reservations.decide(pending, attempt.open_nodes)
+        if decision.node is not None:
             self.handle.nominations.release(pending.key)
-        return attempt
+        return decision, attempt.rejected
 
     def unreserve(self, namespace: str, name: str) -> bool:
         """Release the pod's hold: the first plugin holding something for it releases it (a gang member's goes
@@ -170,14 +172,12 @@ class Pipeline:
 
     def tick(self, *, leading: bool) -> None:
         self.handle.nominations.expire()
-        for plugin in self.plugins:
-            if isinstance(plugin, BackgroundPlugin):
-                plugin.tick(leading=leading)
+        for plugin in self._background:
+            plugin.tick(leading=leading)
 
     def observe_pod(self, key: tuple[str, str], usage: PodUsage | None, gone: bool) -> None:
         """A preemptor bound, finished or deleted needs no node held for it any more; then the plugins'."""
         if usage is not None or gone:
             self.handle.nominations.release(key)
-        for plugin in self.plugins:
-            if isinstance(plugin, PodObserver):
-                plugin.observe_pod(key, usage, gone)
+        for plugin in self._observers:
+            plugin.observe_pod(key, usage, gone)
