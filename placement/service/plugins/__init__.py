@@ -12,8 +12,9 @@ order).
 | Preemption | | | | | | x |
 
 Reserve's decision for any other pod is the framework's assume cache (``placement.state.reservations``): it
-ranks the open nodes with the same rules, then plans each best first with GpuTopology's plan and
-DynamicResources' device choice until one holds.
+ranks the open nodes with the same rules, then plans each best first with the functions behind GpuTopology's and
+DynamicResources' checks (``plan_on_slot``, ``choose_devices``) until one holds (docs/architecture.md says why
+not through the plugins).
 """
 
 from __future__ import annotations
