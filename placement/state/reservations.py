@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement.core.constraints.constraint_types import PlacedPod
-from placement.core.decision import NodePlan, plan_on_node, rank
+from placement.core.decision import NodeJudge, NodePlan, Ranking, plan_on_node, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
-from placement.core.pod_placement import Placement
+from placement.core.pod_placement import DeviceChoice, Placement
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.scoring import DEFAULT_WEIGHTS, ScoringWeights
-from placement.core.vocabulary import PodDemand, Rejected, demand_of
+from placement.core.vocabulary import IntArray, PodDemand, Rejected, demand_of
 from placement.state.cluster_index import ClusterIndex
 from placement.state.dra_verdicts import choose_devices, holds_of
 
@@ -90,6 +90,26 @@ def plan_on_slot(
     )
 
 
+# What Reserve's decision is made of: the candidates' rows filtered, scored and ordered; and the plan on one node
+# (given its row and the cell the pod is predicted to land in): the cells and GPUs, then its claims' devices.
+Ranker = Callable[[IntArray], Ranking]
+NodePlanner = Callable[[int, int], tuple[NodePlan, DeviceChoice | None] | Rejected]
+
+
+def _planner(index: ClusterIndex, request: PendingPod, judge: NodeJudge) -> NodePlanner:
+    """The exact plan on a node, then the devices for the pod's claims there (call under the index lock)."""
+    demand = demand_of(request.pod)
+
+    def plan_node(row: int, landing_cell: int) -> tuple[NodePlan, DeviceChoice | None] | Rejected:
+        plan = plan_on_slot(index, row, demand, request.intent, landing_cell)
+        if isinstance(plan, Rejected):
+            return plan
+        devices = choose_devices(judge, plan)
+        return devices if isinstance(devices, Rejected) else (plan, devices)
+
+    return plan_node
+
+
 @dataclass
 class _Reservation:
     node: str
@@ -115,8 +135,22 @@ class Reservations:
         self._clock = clock
         self._pending: dict[tuple[str, str], _Reservation] = {}
 
-    def decide(self, request: PendingPod, candidate_names: Iterable[str] | None = None) -> Decision:
-        """Filter, score, plan and reserve atomically; ``candidate_names`` None means every node."""
+    def decide(
+        self,
+        request: PendingPod,
+        candidate_names: Iterable[str] | None = None,
+        *,
+        ranker: Ranker | None = None,
+        planner: NodePlanner | None = None,
+    ) -> Decision:
+        """Filter, score, plan and reserve atomically; ``candidate_names`` None means every node.
+
+        ``ranker`` filters, scores and orders the candidates' rows; ``planner`` plans the pod on one node (its
+        cells and GPUs, then its claims' devices). The service's pipeline passes its plugins'
+        (``Pipeline.reserve``). By default the pod's whole judge ranks (``decision.rank``) and ``plan_on_slot``
+        and ``choose_devices`` plan: the same rules, for callers without the pipeline (the drivers' held room, the
+        gang tests, the simulator).
+        """
         index = self._index
         with index.lock:
             self.expire()
@@ -126,9 +160,11 @@ class Reservations:
             names = None if candidate_names is None else list(candidate_names)
             rows = index.slots(names)
             demand = demand_of(request.pod)
-            arrays = index.arrays()
-            judge = index.judge(request)
-            ranking = rank(arrays, rows, demand, intent=request.intent, weights=self._weights, constraints=judge)
+            if ranker is None or planner is None:
+                judge = index.judge(request)
+                ranker = ranker or self._ranker(request, judge)
+                planner = planner or _planner(index, request, judge)
+            ranking = ranker(rows)  # after the release above: the pod's earlier reservation no longer counts
             scores = ranking.scores
             skipped: dict[str, Rejected] = {}
             # Every feasible node, best first, until one holds: the vectorised filter is a necessary
@@ -137,14 +173,11 @@ class Reservations:
             for position in ranking.order:
                 row = int(scores.rows[position])
                 node = index.name_of(row) or ""
-                plan = plan_on_slot(index, row, demand, request.intent, int(scores.landing_cell[position]))
-                if isinstance(plan, Rejected):
-                    skipped[node] = plan
+                planned = planner(row, int(scores.landing_cell[position]))
+                if isinstance(planned, Rejected):
+                    skipped[node] = planned
                     continue
-                devices = choose_devices(judge, plan)
-                if isinstance(devices, Rejected):
-                    skipped[node] = devices
-                    continue
+                plan, devices = planned
                 if devices is not None:
                     index.dra.hold(key, holds_of(devices, node))
                 index.assume_pod(
@@ -189,6 +222,10 @@ class Reservations:
                 skipped=skipped,
                 slot_names=index.slot_names(),
             )
+
+    def _ranker(self, request: PendingPod, judge: NodeJudge) -> Ranker:
+        arrays, demand, weights = self._index.arrays(), demand_of(request.pod), self._weights
+        return lambda rows: rank(arrays, rows, demand, intent=request.intent, weights=weights, constraints=judge)
 
     def reserve_all(
         self, usages: Sequence[PodUsage], placed: Sequence[PlacedPod] = (), *, expires: bool = True

@@ -29,6 +29,9 @@ class CycleState:
     # None for a pod that asks nothing of its cells: the core then skips the intent's mask work (~30 ms per
     # 1,000 nodes).
     intent: PodIntent | None = field(init=False)
+    # Reserve's ranking: it plans every node it tries (the PlanNode plugins), so a Filter plugin whose check is
+    # that plan leaves it to the plan instead of planning every feasible node ahead.
+    reserving: bool = field(default=False, init=False)
     _judge: PodInCluster | PodWithDevices | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -8,8 +8,10 @@ Where the service's points differ from kube-scheduler's, they differ because the
   (``merge_with_resources``); a Score plugin gets the scores so far and returns them with its components added.
   The first plugin of each point opens the verdict and the score: the registry lists ``NodeResources`` first.
 * Reserve chooses the node among the candidates the caller names, holding what the pod takes (kube-scheduler's
-  assume and Reserve in one call). Plugins may close nodes to the pod or decide it themselves; the pipeline's
-  assume cache decides a pod no plugin decided (``Pipeline.reserve``).
+  assume and Reserve in one call). Plugins may close nodes to the pod or decide it themselves; a pod no plugin
+  decided is ranked through the Filter and Score plugins and planned on each node, best first, by the PlanNode
+  plugins (kube-scheduler's Reserve on one node: the kubelet's cells and GPUs, the claims' devices) until one holds;
+  the assume cache then holds it (``Pipeline.reserve``).
 * ReserveGroup (PlaceGang) is Reserve for a whole pod group; Permit answers whether a reserved member may bind.
 * PostFilter chooses victims for a pod or a group that fits nowhere, and checks kube-scheduler's own choice of
   victims (CheckEviction, the extender's preempt verb).
@@ -21,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from placement.core.decision import NodePlan
 from placement.core.feasibility import FilterResult
+from placement.core.pod_placement import DeviceChoice
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
@@ -78,6 +82,25 @@ class ReservePlugin(Plugin, Protocol):
     def unreserve(self, namespace: str, name: str) -> bool:
         """Release what this plugin holds for the pod; True when it held something (then no later plugin is
         asked)."""
+        ...
+
+
+@dataclass(frozen=True)
+class NodeDraft:
+    """The pod planned on one node Reserve tries: its row, the cell it is predicted to land in, and what the
+    PlanNode plugins filled in so far (the cells and GPUs, then the claims' devices)."""
+
+    row: int
+    landing_cell: int  # a cell slot; -1 when the pod spans the node
+    plan: NodePlan | None = None
+    devices: DeviceChoice | None = None
+
+
+@runtime_checkable
+class PlanNodePlugin(Plugin, Protocol):
+    def plan_node(self, cycle: CycleState, draft: NodeDraft) -> NodeDraft | Rejected:
+        """``draft`` with this plugin's part of the plan filled in, or why the node cannot take the pod (Reserve
+        then tries the next node, best first)."""
         ...
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from placement.core.decision import NodePlan, Ranking, order_of
 from placement.core.feasibility import FilterResult
+from placement.core.pod_placement import DeviceChoice
 from placement.core.podgroup import DomainConstraint, SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
@@ -21,7 +23,9 @@ from placement.service.framework.cycle_state import CycleState
 from placement.service.framework.extension_points import (
     BackgroundPlugin,
     FilterPlugin,
+    NodeDraft,
     PermitPlugin,
+    PlanNodePlugin,
     Plugin,
     PodObserver,
     PostFilterPlugin,
@@ -50,6 +54,7 @@ class Pipeline:
     _filters: tuple[FilterPlugin, ...] = field(init=False, repr=False)
     _scorers: tuple[ScorePlugin, ...] = field(init=False, repr=False)
     _reservers: tuple[ReservePlugin, ...] = field(init=False, repr=False)
+    _planners: tuple[PlanNodePlugin, ...] = field(init=False, repr=False)
     _background: tuple[BackgroundPlugin, ...] = field(init=False, repr=False)
     _observers: tuple[PodObserver, ...] = field(init=False, repr=False)
     # The points one plugin answers whole (None: no plugin of the profile does).
@@ -62,6 +67,7 @@ class Pipeline:
         self._filters = tuple(p for p in self.plugins if isinstance(p, FilterPlugin))
         self._scorers = tuple(p for p in self.plugins if isinstance(p, ScorePlugin))
         self._reservers = tuple(p for p in self.plugins if isinstance(p, ReservePlugin))
+        self._planners = tuple(p for p in self.plugins if isinstance(p, PlanNodePlugin))
         self._background = tuple(p for p in self.plugins if isinstance(p, BackgroundPlugin))
         self._observers = tuple(p for p in self.plugins if isinstance(p, PodObserver))
         self._group = next((p for p in self.plugins if isinstance(p, ReserveGroupPlugin)), None)
@@ -75,6 +81,7 @@ class Pipeline:
             "filter": tuple(p.name for p in self._filters),
             "score": tuple(p.name for p in self._scorers),
             "reserve": tuple(p.name for p in self._reservers),
+            "plan_node": tuple(p.name for p in self._planners),
             **{point: () if plugin is None else (plugin.name,) for point, plugin in whole.items()},
             "background": tuple(p.name for p in self._background),
             "observe_pod": tuple(p.name for p in self._observers),
@@ -109,11 +116,33 @@ class Pipeline:
 
     # --- Reserve and Unreserve -----------------------------------------------------------------------
 
+    def rank(self, cycle: CycleState, rows: IntArray) -> Ranking:
+        """The rows filtered, the feasible ones scored, best first: Filter and Score in one call."""
+        verdict = self.filter(cycle, rows)
+        scores = self.score(cycle, rows[verdict.feasible])
+        return Ranking(filtered=verdict, scores=scores, order=order_of(scores))
+
+    def plan_node(
+        self, cycle: CycleState, row: int, landing_cell: int
+    ) -> tuple[NodePlan, DeviceChoice | None] | Rejected:
+        """The pod planned on one node by the PlanNode plugins in order, or the first refusal."""
+        draft = NodeDraft(row, landing_cell)
+        for plugin in self._planners:
+            outcome = plugin.plan_node(cycle, draft)
+            if isinstance(outcome, Rejected):
+                return outcome
+            draft = outcome
+        if draft.plan is None:
+            raise ValueError("no PlanNode plugin planned the node: the registry must list GpuTopology")
+        return draft.plan, draft.devices
+
     def reserve(self, cycle: CycleState, nodes: list[str]) -> tuple[Decision, list[Rejection]]:
         """Decide and hold the pod on one of ``nodes``: the decision, and why the nodes closed before it was
         made were closed. Nodes nominated for a preemptor of priority >= this pod's wait for it first
-        (kube-scheduler's nominated pods, the framework's own); then the plugins close nodes or decide; then the
-        assume cache decides, if no plugin did. A pod decided onto a node no longer needs one held for it."""
+        (kube-scheduler's nominated pods, the framework's own); then the plugins close nodes or decide; a pod
+        no plugin decided is ranked through the Filter and Score plugins and planned, node by node best first,
+        by the PlanNode plugins, and the assume cache holds it. A pod decided onto a node no longer needs one
+        held for it."""
         pending = cycle.pending
         attempt = ReserveAttempt(open_nodes=nodes)
         attempt.keep_open(self.handle.nominations.open_to(pending.key, pending.priority, nodes), NOMINATED)
@@ -121,7 +150,15 @@ class Pipeline:
             plugin.reserve(cycle, attempt)
             if attempt.decision is not None:
                 break
-        decision = attempt.decision or self.handle.reservations.decide(pending, attempt.open_nodes)
+        decision = attempt.decision
+        if decision is None:
+            cycle.reserving = True
+            decision = self.handle.reservations.decide(
+                pending,
+                attempt.open_nodes,
+                ranker=lambda rows: self.rank(cycle, rows),
+                planner=lambda row, landing_cell: self.plan_node(cycle, row, landing_cell),
+            )
         if decision.node is not None:
             self.handle.nominations.release(pending.key)
         return decision, attempt.rejected

@@ -4,11 +4,13 @@ builds a profile's from ``plugins/registry.go`` in ``default_plugins.go``'s orde
 The registry's order is the one every point needs, and the pipeline calls each point's plugins in it:
 
 * Filter: NodeResources opens the verdict (the kubelet's admission and node resources), then KubeConstraints
-  and DynamicResources merge theirs in kube-scheduler's order, then GpuTopology confirms with the exact plan.
+  merges its own in kube-scheduler's order, GpuTopology confirms with the exact plan (outside Reserve), and
+  DynamicResources judges the claims on the rows still open.
 * Score: NodeResources opens the topology score, then KubeConstraints, WorkloadPolicies and DynamicResources
   add their components against it (``scoring.with_constraint_scores``).
 * Reserve: Gangs closes the nodes held for a starving group before WorkloadPolicies decides a driver or an
-  executor into held room; the pipeline's assume cache decides every other pod.
+  executor into held room; every other pod is ranked by Filter and Score and planned node by node.
+* PlanNode: GpuTopology plans the cells and GPUs before DynamicResources chooses devices near them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """The placement service's plugins, one folder each, and their registry (``framework.registry`` says why this
 order).
 
-| plugin | Filter | Score | Reserve | ReserveGroup | Permit | PostFilter |
-|---|---|---|---|---|---|---|
-| NodeResources (NUMA admission) | opens | opens (topology score) | | | | |
-| KubeConstraints | x | x | | | | |
-| Gangs | | | closes held nodes | x | x | |
-| WorkloadPolicies | | x | drivers, executors | | | |
-| DynamicResources | x | x | | | | |
-| GpuTopology | exact plan | | | | | |
-| Preemption | | | | | | x |
+| plugin | Filter | Score | Reserve | PlanNode | ReserveGroup | Permit | PostFilter |
+|---|---|---|---|---|---|---|---|
+| NodeResources (NUMA admission) | opens | opens (topology score) | | | | | |
+| KubeConstraints | x | x | | | | | |
+| Gangs | | | closes held nodes | | x | x | |
+| WorkloadPolicies | | x | drivers, executors | | | | |
+| GpuTopology | exact plan (not at Reserve) | | | cells, GPUs | | | |
+| DynamicResources | x | x | | devices | | | |
+| Preemption | | | | | | | x |
 
-Reserve's decision for any other pod is the framework's assume cache (``placement.state.reservations``): it
-ranks the open nodes with the same rules, then plans each best first with the functions behind GpuTopology's and
-DynamicResources' checks (``plan_on_slot``, ``choose_devices``) until one holds (docs/architecture.md says why
-not through the plugins).
+Reserve decides any other pod through the plugins: Filter and Score rank the open nodes, PlanNode plans each best
+first until one holds, and the framework's assume cache (``placement.state.reservations``) holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ REGISTRY: tuple[tuple[str, Factory], ...] = (
     (KubeConstraints.name, KubeConstraints),
     (Gangs.name, Gangs.over),
     (WorkloadPolicies.name, WorkloadPolicies),
-    (DynamicResources.name, DynamicResources),
     (GpuTopology.name, GpuTopology),
+    (DynamicResources.name, DynamicResources),
     (Preemption.name, Preemption),
 )

@@ -14,8 +14,10 @@ from placement.core.annotations import POLICY_KEY
 from placement.core.constraints.constraint_types import NodeFacts, Taint, TaintEffect
 from placement.core.decision import rank
 from placement.core.pods import ContainerSpec, PodSpec, validate_pod
+from placement.core.vocabulary import Rejected, RejectionKind
 from placement.service.engine import PlacementEngine
 from placement.service.framework.cycle_state import CycleState
+from placement.service.framework.extension_points import NodeDraft
 from placement.service.framework.pipeline import Pipeline
 from placement.service.framework.profile import Profile
 from placement.service.framework.registry import build
@@ -73,9 +75,10 @@ def _random_pod(rng: random.Random, name: str) -> PodSpec:
 def test_each_point_runs_its_plugins_in_the_registry_order() -> None:
     engine = PlacementEngine.over(ClusterIndex())
     assert engine.pipeline.points() == {
-        "filter": ("NodeResources", "KubeConstraints", "DynamicResources", "GpuTopology"),
+        "filter": ("NodeResources", "KubeConstraints", "GpuTopology", "DynamicResources"),
         "score": ("NodeResources", "KubeConstraints", "WorkloadPolicies", "DynamicResources"),
         "reserve": ("Gangs", "WorkloadPolicies"),
+        "plan_node": ("GpuTopology", "DynamicResources"),
         "reserve_group": ("Gangs",),
         "permit": ("Gangs",),
         "post_filter": ("Preemption",),
@@ -129,3 +132,58 @@ def test_a_profile_without_gangs_or_preemption_runs_the_rest() -> None:
     assert points["reserve_group"] == points["permit"] == points["post_filter"] == ()
     assert points["reserve"] == ("WorkloadPolicies",)
     assert engine.gangs is None  # nothing coordinates groups that no plugin places
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reserve_through_the_plugins_decides_as_reserve_on_the_whole_judge(seed: int) -> None:
+    """Two copies of one cluster: the engine's Reserve (ranked by the Filter and Score plugins, planned by the
+    PlanNode plugins) and the assume cache deciding alone (``decision.rank`` and ``plan_on_slot`` on the pod's
+    whole judge) take the same pods, in the same order, to the same nodes, cells and GPUs."""
+    rng = random.Random(seed)
+    through_plugins, alone = _cluster(seed), _cluster(seed)
+    for number in range(30):
+        spec = _random_pod(rng, f"p-{number}")
+        answer = through_plugins.reserve(spec).placement
+        decision = alone.reservations.decide(validate_pod(spec))
+        expected = decision.placement
+        assert (answer is None) == (expected is None), spec.name
+        if answer is not None and expected is not None:
+            assert (answer.node, answer.cells, answer.gpus, answer.pinned) == (
+                expected.node,
+                expected.cells,
+                expected.gpus,
+                expected.pinned,
+            )
+            assert answer.score == pytest.approx(expected.score)
+
+
+class RefuseFirst:
+    """A PlanNode plugin that refuses the first node it is asked about and records every one."""
+
+    name = "RefuseFirst"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def plan_node(self, cycle: CycleState, draft: NodeDraft) -> NodeDraft | Rejected:
+        self.asked.append(draft.row)
+        return Rejected("refused here", RejectionKind.NODE_CONSTRAINT) if len(self.asked) == 1 else draft
+
+
+def test_reserve_plans_each_node_best_first_until_one_holds() -> None:
+    engine = _cluster(0)
+    refuser = RefuseFirst()
+    pipeline = Pipeline(engine.pipeline.handle, (*engine.pipeline.plugins, refuser))
+    assert pipeline.points()["plan_node"] == ("GpuTopology", "DynamicResources", "RefuseFirst")
+    pending = validate_pod(_pod("p", 2, 0))
+    names = sorted(engine.index.node_names())
+    with engine.index.lock:
+        cycle = pipeline.cycle(pending)
+        ranking = pipeline.rank(cycle, engine.index.slots(names))
+        decision, closed = pipeline.reserve(cycle, names)
+    best_two = [int(row) for row in ranking.ranked_rows()[:2]]
+    assert refuser.asked == best_two  # the best node refused, the second held
+    assert decision.placement is not None
+    assert decision.placement.row == best_two[1]
+    assert decision.rejections()[engine.index.name_of(best_two[0]) or ""].message == "refused here"
+    assert closed == []
