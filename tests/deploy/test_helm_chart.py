@@ -19,6 +19,7 @@ import yaml
 from helm_python.chart import Chart, lint
 from helm_python.errors import HelmRenderError, HelmValuesError
 
+from placement.service.framework.profile import Profile
 from tests import REPO
 from tests.deploy.test_deploy_pod_security import restricted_violations
 from tests.deploy.test_deploy_schemas import NEWEST_KNOWN, OLDEST_SUPPORTED
@@ -307,6 +308,19 @@ def test_workload_policies_off_drops_the_config_map_its_flag_and_its_mount() -> 
     assert "workload-policies" not in {
         volume["name"] for volume in _pod_spec(docs, "Deployment", "kubenexus-placement")["volumes"]
     }
+
+
+def test_disabled_plugins_become_the_services_flag_and_only_optional_ones_pass_the_schema() -> None:
+    docs = _render({"placement": {"disabledPlugins": ["Gangs", "Preemption"]}})
+    service = _containers(docs, "Deployment", "kubenexus-placement")["placement"]
+    flags = [arg for arg in service["args"] if arg.startswith("--disable-plugins")]
+    assert flags == ["--disable-plugins=Gangs,Preemption"]
+    assert not Profile.without(flags[0].split("=", 1)[1].split(",")).runs("Gangs")  # what serve accepts
+    default = _containers(_render(), "Deployment", "kubenexus-placement")["placement"]
+    assert not any(arg.startswith("--disable-plugins") for arg in default["args"])
+    with pytest.raises(HelmValuesError) as refused:
+        _render({"placement": {"disabledPlugins": ["NodeResources"]}})
+    assert "/placement/disabledPlugins/0" in str(refused.value)
 
 
 def test_cpu_nodes_get_the_agent_without_nvml_where_the_gpu_daemonset_does_not_go() -> None:
