@@ -158,9 +158,9 @@ def plan_on_node(
         # The kubelet pins the share to ``cells`` (their summed thousandths fit): a GPU elsewhere would break
         # that alignment, and none inside holding it means the allocation fails here. Where it pins nothing,
         # ``cells`` is where the CPUs are predicted to land: a GPU there keeps the pod aligned all the same.
-        shared = least_fragmenting_gpu(arrays.workload, cpu_left, left, in_cells, share)
+        shared = least_fragmenting_gpu(arrays.workload_of(row), cpu_left, left, in_cells, share)
         if shared is None and not pinned:
-            shared = least_fragmenting_gpu(arrays.workload, cpu_left, left, left, share)
+            shared = least_fragmenting_gpu(arrays.workload_of(row), cpu_left, left, left, share)
         if shared is None:
             where = f"in NUMA cells {list(cells)} " if pinned else ""
             return Rejected(f"no GPU {where}has {share} thousandths left", RejectionKind.INSUFFICIENT_RESOURCES)

@@ -15,7 +15,9 @@ free CPUs reach, ``v_g`` each GPU's thousandths left and ``whole`` its free whol
     F = sum over GPUs g of lost[c, v_g] - GPU_MILLI * whole * whole_table[c, whole]
 
 A shape asking one GPU (whole or part) can use every GPU with at least its thousandths left (FGD's rule);
-a shape of n whole GPUs needs n free ones and uses them all; a shape asking no GPU uses none.
+a shape of n whole GPUs needs n free ones and uses them all; a shape asking no GPU uses none; a shape that
+names GPU models uses none of a node of another model (its tables are the node model's:
+``TargetWorkload.for_model``, ``NodeArrays.workload_of``).
 """
 
 from __future__ import annotations
@@ -102,6 +104,22 @@ def fragmentation_component(arrays: NodeArrays, rows: IntArray, demand: PodDeman
     if arrays.gpu_left is None or not count:
         return np.full(count, NEUTRAL)
     workload = arrays.workload if arrays.workload is not None else DEFAULT_WORKLOAD
+    if not workload.constrained:
+        return _component(workload, arrays, rows, demand)
+    # The shapes naming GPU models make the tables differ by the node's model: one pass per model.
+    codes = np.full(count, -1) if arrays.gpu_model is None else arrays.gpu_model[rows]
+    result = np.empty(count)
+    for code in np.unique(codes).tolist():
+        at = np.flatnonzero(codes == code)
+        model = arrays.gpu_model_names[code] if code >= 0 else None
+        result[at] = _component(workload.for_model(model), arrays, rows[at], demand)
+    return result
+
+
+def _component(workload: TargetWorkload, arrays: NodeArrays, rows: IntArray, demand: PodDemand) -> FloatArray:
+    """``fragmentation_component`` of ``rows`` against the one set of tables ``workload``."""
+    assert arrays.gpu_left is not None
+    count = len(rows)
     shape = shape_of(demand)
     column = arrays.column(CPU)
     cpu = arrays.node_free[column][rows] if column is not None else np.zeros(count)

@@ -36,6 +36,7 @@ from placement.core.annotations import (
     parse_ids,
 )
 from placement.core.constraints.constraint_types import GpuRequirements, HostPort, PlacedPod, PodConstraints
+from placement.core.constraints.gpu_labels import accepted_gpu_models
 from placement.core.dra.pod_claims import PodResourceClaim
 from placement.core.gang_sources import GangSourceError
 from placement.core.gang_sources import group_of as gang_group_of
@@ -603,6 +604,7 @@ class PodUsage:
     cells: tuple[int, ...] = ()  # NUMA ids when known; () = unknown
     gpus: tuple[int, ...] = ()  # GPU indices when known
     isolated: bool = False  # holds its cell exclusively against our other pods
+    gpu_models: tuple[str, ...] = ()  # the GPU models its rules accept (``accepted_gpu_models``); () any
 
     @property
     def key(self) -> tuple[str, str]:
@@ -620,7 +622,8 @@ def pod_usage(pod: Mapping[str, Any]) -> PodUsage | None:
     namespace, name = str(metadata.get("namespace", "default")), str(metadata.get("name", ""))
     where = f"pod {namespace}/{name}"
     annotations: Mapping[str, str] = metadata.get("annotations") or {}
-    model = pod_model(pod_spec_from_object(pod), where)
+    spec = pod_spec_from_object(pod)
+    model = pod_model(spec, where)
     return PodUsage(
         namespace=namespace,
         name=name,
@@ -629,7 +632,21 @@ def pod_usage(pod: Mapping[str, Any]) -> PodUsage | None:
         cells=_ids(annotations, ASSIGNED_CELLS_KEY, where),
         gpus=_ids(annotations, ASSIGNED_GPUS_KEY, where),
         isolated=annotations.get(POLICY_KEY) == NumaIntentPolicy.ISOLATED.value,
+        gpu_models=_gpu_models(spec, model, where),
     )
+
+
+def _gpu_models(spec: PodSpec, pod: Pod, where: str) -> tuple[str, ...]:
+    """The GPU models a bound pod's rules accept, for the workload the fragmentation measure learns; ()
+    for a pod without GPUs, and for one whose rules do not parse (it is bound: it still counts, as any
+    model's)."""
+    if not _asks_for_gpus(pod):
+        return ()
+    try:
+        gpu = parse_gpu_requirements(spec.annotations)
+        return accepted_gpu_models(_with_gpu_requirements(_constraints(spec, where), gpu, pod))
+    except (PodParseError, InvalidValue):
+        return ()
 
 
 def reserved_usage(obj: Mapping[str, Any]) -> PodUsage | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -131,6 +131,17 @@ class NodeArrays:
     # and the workload the fragmentation score measures against; scoring only.
     gpu_left: npt.NDArray[np.int16] | None = None
     workload: TargetWorkload | None = None
+    # [N] each node's GPU model, as a code into ``gpu_model_names`` (-1: unknown); set only where the workload
+    # names GPU models (``TargetWorkload.constrained``), for the fragmentation measure.
+    gpu_model: IntArray | None = None
+    gpu_model_names: tuple[str, ...] = ()
+
+    def workload_of(self, row: int) -> TargetWorkload | None:
+        """The target workload's tables for the node of ``row`` (its GPU model's)."""
+        if self.workload is None or not self.workload.constrained:
+            return self.workload
+        code = -1 if self.gpu_model is None else int(self.gpu_model[row])
+        return self.workload.for_model(self.gpu_model_names[code] if code >= 0 else None)
 
     def column(self, resource: str) -> int | None:
         try:
@@ -198,17 +209,21 @@ def _amount_of(requests: Callable[[Container], dict[str, int]], name: str) -> Ca
 
 @dataclass(frozen=True, order=True)
 class PodShape:
-    """What the measure reads of a pod: CPUs (millicores) and GPUs (whole ones, or thousandths of one)."""
+    """What the measure reads of a pod: CPUs (millicores), GPUs (whole ones, or thousandths of one), and the
+    GPU models it accepts (``nvidia.com/gpu.product`` values; () any model, and a CPU-only pod names none)."""
 
     cpu_milli: float
     gpu_milli: int  # per GPU: GPU_MILLI for whole GPUs, less for a share of one GPU, 0 without GPUs
     gpus: int  # whole GPUs; 1 for a share; 0 without GPUs
+    gpu_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.gpus < 0 or not 0 <= self.gpu_milli <= GPU_MILLI:
             raise ValueError(f"invalid pod shape {self}")
         if (self.gpus == 0) != (self.gpu_milli == 0) or (self.gpu_milli < GPU_MILLI and self.gpus > 1):
             raise ValueError(f"a pod shares ONE GPU or asks whole GPUs, not {self}")
+        if self.gpu_models and not self.gpus:
+            raise ValueError(f"a pod asking no GPU accepts no GPU model, not {self}")
 
 
 def shape_of(demand: PodDemand) -> PodShape:
@@ -239,20 +254,30 @@ DEFAULT_SHAPES: Mapping[PodShape, float] = {
 
 @dataclass(frozen=True)
 class TargetWorkload:
-    """The shapes and their frequencies, folded into the tables the vectorised measure reads."""
+    """The shapes and their frequencies, folded into the tables the vectorised measure reads.
+
+    The tables are those of nodes whose GPU model is ``node_model``: a shape that names GPU models
+    (``PodShape.gpu_models``) without it cannot run there and loses all the node's GPUs, as a shape asking
+    too many GPUs does (the FGD simulator's ``NoAccess``). ``for_model`` gives the tables of another model;
+    without a shape naming models, every model's tables are these.
+    """
 
     shapes: tuple[tuple[PodShape, float], ...]  # frequency (summing to 1), most frequent first
     cpu_levels: FloatArray  # [C] distinct CPU requests, ascending: a node's CPU bucket is how many fit
     # [C+1, GPU_MILLI+1]: of a GPU with v thousandths left on a node in CPU bucket c, what is lost to the
     # shapes asking one GPU or part of one: v x (1 - the frequency of those whose CPUs fit and that ask
-    # at most v); the shapes asking no GPU or several lose it all here.
+    # at most v); the shapes asking no GPU or several, or that cannot run on the node's model, lose it all.
     lost: FloatArray
     # [C+1, W+1]: the frequency of the shapes asking 2+ whole GPUs, at most w, whose CPUs fit.
     whole_table: FloatArray
+    node_model: str | None = None
+    constrained: bool = False  # some shape names GPU models: the tables differ by the node's model
+    _models: dict[str | None, TargetWorkload] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, weights: Mapping[PodShape, float]) -> TargetWorkload:
-        """From shapes and non-negative weights (any scale); at least one weight must be positive."""
+    def of(cls, weights: Mapping[PodShape, float], *, node_model: str | None = None) -> TargetWorkload:
+        """From shapes and non-negative weights (any scale); at least one weight must be positive. The tables
+        are for nodes of ``node_model`` (None: a node whose model is unknown)."""
         items = [(shape, float(weight)) for shape, weight in weights.items() if weight > 0]
         total = sum(weight for _, weight in items)
         if not items or not np.isfinite(total):
@@ -263,6 +288,8 @@ class TargetWorkload:
         single = np.zeros((len(cpu_levels) + 1, GPU_MILLI + 1))
         multi = np.zeros((len(cpu_levels) + 1, max(s.gpus for s, _ in shapes) + 1))
         for shape, frequency in shapes:
+            if shape.gpu_models and node_model not in shape.gpu_models:
+                continue  # it cannot run on such a node: it loses every GPU there
             c = int(np.searchsorted(cpu_levels, shape.cpu_milli)) + 1
             if shape.gpus == 1:
                 single[c, shape.gpu_milli] += frequency
@@ -274,7 +301,18 @@ class TargetWorkload:
             cpu_levels=cpu_levels,
             lost=np.arange(GPU_MILLI + 1) * (1.0 - usable),
             whole_table=multi.cumsum(axis=0).cumsum(axis=1),
+            node_model=node_model,
+            constrained=any(s.gpu_models for s, _ in shapes),
         )
+
+    def for_model(self, model: str | None) -> TargetWorkload:
+        """The tables for nodes of GPU model ``model`` (None: unknown); built once per model and kept."""
+        if not self.constrained or model == self.node_model:
+            return self
+        tables = self._models.get(model)
+        if tables is None:
+            tables = self._models[model] = TargetWorkload.of(dict(self.shapes), node_model=model)
+        return tables
 
 
 DEFAULT_WORKLOAD = TargetWorkload.of(DEFAULT_SHAPES)

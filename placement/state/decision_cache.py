@@ -50,6 +50,7 @@ class _Shape:
         # workload costs a pass of that component alone, not of every component.
         self.fragmented_at = np.full(capacity, _NEVER, dtype=np.int64)
         self.workload: TargetWorkload | None = None
+        self.labels_version = -1  # the nodes' labels the GPU models were read from, when the workload names some
         self.fit = np.zeros(capacity)
         self.raw_bandwidth = np.zeros(capacity, dtype=np.float32)
         self.distance = np.zeros(capacity)
@@ -125,6 +126,9 @@ class DecisionCache:
         if shape.workload is not workload:
             shape.fragmented_at[:] = _NEVER  # the fragmentation component measures against another workload
             shape.workload = workload
+        if workload.constrained and shape.labels_version != index.facts.labels_version:
+            shape.fragmented_at[:] = _NEVER  # a node's GPU model may have changed: its tables with it
+            shape.labels_version = index.facts.labels_version
         changed = index.slot_changes[rows]
         stale = rows[shape.scored_at[rows] < changed]
         if len(stale):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement.core.constraints.constraint_types import PlacedPod
+from placement.core.constraints.gpu_labels import accepted_gpu_models
 from placement.core.decision import NodeJudge, NodePlan, Ranking, plan_on_node, rank
 from placement.core.feasibility import FilterResult
 from placement.core.intent import PodIntent
@@ -189,6 +190,7 @@ class Reservations:
                         cells=plan.cells,
                         gpus=plan.gpus,
                         isolated=request.intent.exclusive,
+                        gpu_models=accepted_gpu_models(request.constraints),
                     )
                 )
                 index.facts.put_pod(request.placed_on(node))  # the next decision sees it there

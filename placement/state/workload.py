@@ -12,6 +12,7 @@ pods: the first pods move it most).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from placement.core.vocabulary import DEFAULT_SHAPES, PodDemand, PodShape, TargetWorkload, shape_of
 
@@ -52,12 +53,14 @@ class WorkloadModel:
         """A workload given up front (the simulator gives the trace's shapes): pods seen change nothing."""
         return cls(prior=weights, learn=False)
 
-    def observe(self, demand: PodDemand) -> None:
-        """One more pod of the workload."""
+    def observe(self, demand: PodDemand, gpu_models: tuple[str, ...] = ()) -> None:
+        """One more pod of the workload; ``gpu_models``: the GPU models its rules accept (() any)."""
         if not self._learn:
             return
         self.observed += 1
         shape = shape_of(demand)
+        if gpu_models and shape.gpus:
+            shape = replace(shape, gpu_models=gpu_models)
         self._weights[shape] = self._weights.get(shape, 0.0) + self._unit
         self._unit *= self._growth
         if self._unit > _RESCALE_AT:

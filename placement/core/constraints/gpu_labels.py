@@ -18,11 +18,17 @@ The checks run in the NodeAffinity stage, after the pod's own node affinity and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from placement.core.annotations import GPU_MIN_MEMORY_KEY, GPU_MODELS_KEY
-from placement.core.constraints.constraint_types import GpuRequirements, Operator, Requirement
+from placement.core.constraints.constraint_types import (
+    GpuRequirements,
+    NodeSelectorTerm,
+    Operator,
+    PodConstraints,
+    Requirement,
+)
 from placement.core.constraints.selectors import requirement_matches
 from placement.core.vocabulary import Rejected, RejectionKind
 
@@ -79,3 +85,39 @@ def gpu_refusal(gpu: GpuRequirements | None, labels: Mapping[str, str]) -> Rejec
         return None
     failed = (refused for requirement, refused in gpu_checks(gpu) if not requirement_matches(requirement, labels))
     return next(failed, None)
+
+
+def accepted_gpu_models(constraints: PodConstraints) -> tuple[str, ...]:
+    """The ``GPU_PRODUCT_LABEL`` values a pod's required rules leave it, sorted; () when they leave any model.
+
+    Read from the GPU requirements' models, a node selector on the label, and a required node affinity
+    whose every (ORed) term restricts the label with ``In``; where several say, the models all of them
+    accept. Other forms (``NotIn``, a term that leaves the label free) leave any model: the fragmentation
+    measure then counts the pod's shape on every node, as before it knew models.
+    """
+    accepted: set[str] | None = None
+
+    def narrow(models: Iterable[str]) -> None:
+        nonlocal accepted
+        accepted = set(models) if accepted is None else accepted & set(models)
+
+    if constraints.gpu is not None and constraints.gpu.models:
+        narrow(constraints.gpu.models)
+    selected = [value for key, value in constraints.node_selector if key == GPU_PRODUCT_LABEL]
+    if selected:
+        narrow(selected)
+    terms = constraints.node_affinity.required if constraints.node_affinity is not None else None
+    if terms:
+        per_term = [_term_models(term) for term in terms]
+        if all(models is not None for models in per_term):
+            narrow(model for models in per_term if models is not None for model in models)
+    return tuple(sorted(accepted)) if accepted else ()
+
+
+def _term_models(term: NodeSelectorTerm) -> set[str] | None:
+    """The models one term accepts (its ``In`` requirements on the label, ANDed); None: it leaves any."""
+    models: set[str] | None = None
+    for requirement in term.match_expressions:
+        if requirement.key == GPU_PRODUCT_LABEL and requirement.operator is Operator.IN:
+            models = set(requirement.values) if models is None else models & set(requirement.values)
+    return models

@@ -11,6 +11,7 @@ import numpy as np
 
 from kubenexus.topology.nrt import GPU_RESOURCE
 from placement.core.charging import charge_cells, charge_node
+from placement.core.constraints.gpu_labels import GPU_PRODUCT_LABEL
 from placement.core.feasibility import memory_groups
 from placement.core.vocabulary import (
     GPU_MILLI,
@@ -120,7 +121,13 @@ class IndexFree(IndexState):
         return list(amounts.values())
 
     def arrays(self) -> NodeArrays:
-        """A view of the live arrays (not a copy): read it under ``lock``."""
+        """A view of the live arrays (not a copy): read it under ``lock``.
+
+        Each node's GPU model (its ``nvidia.com/gpu.product`` label) comes with them only where the target
+        workload names GPU models: the fragmentation measure then reads the node model's tables.
+        """
+        workload = self.workload.target()
+        models, model_names = self.facts.label_column(GPU_PRODUCT_LABEL) if workload.constrained else (None, ())
         return NodeArrays(
             resources=tuple(self._resources),
             cell_total=self.cell_total,
@@ -143,7 +150,9 @@ class IndexFree(IndexState):
             spanning_distance=self.spanning_distance,
             gpu_share_free=self.gpu_share_free,
             gpu_left=self.gpu_left,
-            workload=self.workload.target(),
+            workload=workload,
+            gpu_model=models,
+            gpu_model_names=model_names,
         )
 
     def arrays_without(self, keys: Collection[tuple[str, str]], *, slots: Sequence[int] | None = None) -> NodeArrays:

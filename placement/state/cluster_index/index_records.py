@@ -91,7 +91,7 @@ class _Node:
 
 def _rows_of(arrays: NodeArrays, rows: IntArray) -> NodeArrays:
     """``arrays`` kept to ``rows`` (copies): row ``i`` of the answer is row ``rows[i]`` of ``arrays``."""
-    share, left = arrays.gpu_share_free, arrays.gpu_left
+    share, left, model = arrays.gpu_share_free, arrays.gpu_left, arrays.gpu_model
     return replace(
         arrays,
         cell_total=arrays.cell_total[:, rows, :],
@@ -114,6 +114,7 @@ def _rows_of(arrays: NodeArrays, rows: IntArray) -> NodeArrays:
         spanning_distance=arrays.spanning_distance[rows],
         gpu_share_free=None if share is None else share[rows],
         gpu_left=None if left is None else left[rows],
+        gpu_model=None if model is None else model[rows],
     )
 
 

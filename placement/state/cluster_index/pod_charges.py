@@ -33,7 +33,7 @@ class IndexPods(IndexFree):
                 return  # a status update of a pod already counted: nothing to judge again
             self.changes += 1
             if previous is None:
-                self.workload.observe(usage.demand)
+                self.workload.observe(usage.demand, usage.gpu_models)
             entry: _PodEntry | None = None
             if previous is not None:
                 entry = self._take(usage.key, previous, settle=previous != usage.node)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from placement.core.constraints.gpu_labels import accepted_gpu_models
 from placement.core.domains import (
     NVLINK_LEVEL,
     RACK_LEVEL,
@@ -325,6 +326,7 @@ class GangPlanning(GangTimeouts):
                     cells=step.cells,
                     gpus=step.gpus,
                     isolated=member.plan.intent.exclusive,
+                    gpu_models=accepted_gpu_models(member.pod.constraints),
                 )
             )
             placements.append(replace(step, node=node, devices=devices.get(step.key)))

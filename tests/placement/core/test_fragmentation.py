@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from placement.core.constraints.constraint_types import NodeFacts
 from placement.core.fragmentation import expected_fragmentation, least_fragmenting_gpu
 from placement.core.gpu_sets import choose_shared_gpu
 from placement.core.pods import PendingPod, PodUsage
@@ -19,7 +20,7 @@ from placement.core.vocabulary import (
     demand_of,
     shape_of,
 )
-from placement.sim.trace import TraceNode, node_topology
+from placement.sim.trace import TraceNode, node_labels, node_topology
 from placement.state.cluster_index import ClusterIndex
 from placement.state.reservations import Reservations
 from placement.state.workload import WorkloadModel
@@ -280,3 +281,44 @@ def test_a_share_stays_in_the_cell_of_its_cpus_where_the_kubelet_pins_nothing() 
     assert not decision.placement.pinned
     assert decision.placement.cells == (1,)
     assert decision.placement.gpus == (5,)
+
+
+def test_a_shape_naming_gpu_models_counts_a_node_of_another_model_as_lost() -> None:
+    # Half the pods want a whole T4, half any whole GPU (the FGD simulator's NoAccess for the first).
+    workload = TargetWorkload.of({PodShape(1000, GPU_MILLI, 1, ("T4",)): 1, PodShape(1000, GPU_MILLI, 1): 1})
+    assert workload.constrained
+    assert workload.for_model("T4") is workload.for_model("T4")
+    cpu, free = np.array([8000.0]), np.array([[1000.0, 1000.0]])
+    assert expected_fragmentation(workload.for_model("T4"), cpu, free) == [0.0]
+    assert expected_fragmentation(workload.for_model("V100M16"), cpu, free) == [1000.0]
+    assert expected_fragmentation(workload.for_model(None), cpu, free) == [1000.0]  # a node of unknown model
+    plain = TargetWorkload.of({PodShape(1000, GPU_MILLI, 1): 1})
+    assert not plain.constrained
+    assert plain.for_model("T4") is plain
+    with pytest.raises(ValueError, match="accepts no GPU model"):
+        PodShape(1000, 0, 0, ("T4",))
+
+
+def test_a_pod_any_model_runs_goes_where_the_model_bound_shapes_lose_least() -> None:
+    # Every pod of the workload wants a T4. A pod that runs anywhere breaks nothing they need on the V100
+    # node (its GPUs are lost to them anyway) and one of their GPUs on the T4 node.
+    workload = {PodShape(1000, GPU_MILLI, 1, ("T4",)): 1.0}
+    nodes = [TraceNode("t4", 96_000, 512 * 1024, 2, "T4"), TraceNode("v100", 96_000, 512 * 1024, 2, "V100M16")]
+    index = _index(nodes, workload)
+    for node in nodes:
+        index.facts.set_node(NodeFacts(node.name, labels=node_labels(node)))
+    scores = score_nodes(index.arrays(), index.slots(["t4", "v100"]), demand_of(_pod(1, gpus=1)))
+    assert scores.components["fragmentation"] == pytest.approx(_component([0, -1000]))
+    assert Reservations(index).decide(PendingPod("ns", "any", _pod(1, gpus=1))).node == "v100"
+
+
+def test_the_workload_model_learns_the_gpu_models_pods_accept() -> None:
+    model = WorkloadModel(prior={PodShape(1000, GPU_MILLI, 1): 1.0}, prior_pods=1, refresh_pods=1)
+    assert not model.target().constrained
+    demand = demand_of(_pod(2, gpus=1))
+    model.observe(demand, ("T4",))
+    model.observe(demand_of(_pod(2)), ("T4",))  # a pod without GPUs names no model, whatever its rules
+    shapes = dict(model.target().shapes)
+    assert PodShape(2000, GPU_MILLI, 1, ("T4",)) in shapes
+    assert PodShape(2000, 0, 0) in shapes
+    assert model.target().constrained
