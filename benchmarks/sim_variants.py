@@ -25,13 +25,17 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from placement.sim.pod_lists import DERIVED, PAPER_LISTS, PUBLISHED_RESULTS, published_unallocated, write_derived
 from placement.sim.policies import POLICY_NAMES
 from placement.sim.run import simulate
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
+    DEFAULT_POD_LIST,
     TRACE_DIR,
+    TraceError,
     TraceNode,
     TracePod,
     load_nodes,
@@ -40,6 +44,7 @@ from placement.sim.trace import (
 )
 
 POD_LIST_PREFIX = "openb_pod_list_"
+PUBLISHED_FGD = "FGD"
 DEFAULT_POLICIES = ("random", "bestfit", "fgd", "ours")
 RUN_KEY = ("variant", "policy", "seed")
 Row = dict[str, str]
@@ -51,10 +56,19 @@ class Variant:
     path: Path
 
 
-def find_variants(trace_dir: Path, names: Sequence[str] | None) -> list[Variant]:
-    """The pod lists in ``trace_dir`` (``default`` first, then by name), or the ``names`` given."""
+def find_variants(trace_dir: Path, names: Sequence[str] | None, derived_dir: Path | None = None) -> list[Variant]:
+    """The pod lists in ``trace_dir`` (``default`` first, then by name), or the ``names`` given.
+
+    A named list that ``trace_dir`` lacks and ``placement.sim.pod_lists`` derives is written into
+    ``derived_dir`` from the default list (when given).
+    """
     if names:
-        return [Variant(n, trace_dir / f"{POD_LIST_PREFIX}{n}.csv") for n in names]
+        variants = [Variant(n, trace_dir / f"{POD_LIST_PREFIX}{n}.csv") for n in names]
+        missing = [v.name for v in variants if not v.path.exists() and v.name in DERIVED]
+        if missing and derived_dir is not None:
+            write_derived(trace_dir / DEFAULT_POD_LIST, derived_dir, missing)
+            variants = [Variant(v.name, derived_dir / v.path.name) if v.name in missing else v for v in variants]
+        return variants
     found = sorted(trace_dir.glob(f"{POD_LIST_PREFIX}*.csv"))
     variants = [Variant(p.name.removeprefix(POD_LIST_PREFIX).removesuffix(".csv"), p) for p in found]
     return sorted(variants, key=lambda v: (v.name != "default", _natural(v.name)))
@@ -82,9 +96,11 @@ def gpu_spec_row(variant: Variant, pods: Sequence[TracePod]) -> Row:
     }
 
 
-def _run(variant: str, nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int) -> Row:
+def _run(
+    variant: str, nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int, *, numa: bool
+) -> Row:
     start = time.perf_counter()
-    result = simulate(nodes, pods, policy, seed)
+    result = simulate(nodes, pods, policy, seed, numa=numa)
     row = {key: "" if value is None else str(value) for key, value in result.summary().items()}
     return {"variant": variant, **row, "wall_s": f"{time.perf_counter() - start:.1f}"}
 
@@ -114,6 +130,7 @@ def run_all(
     subsample: int,
     jobs: int,
     out: Path,
+    numa: bool = True,
 ) -> None:
     """Every (seed, variant, policy) not yet in ``out``/runs.csv, seeds outermost; rows appended as they end."""
     runs_csv = out / "runs.csv"
@@ -145,28 +162,47 @@ def run_all(
 
     if jobs == 1:
         for number, (name, policy, seed) in enumerate(todo, start=1):
-            report(_run(name, nodes, pods[name], policy, seed), number)
+            report(_run(name, nodes, pods[name], policy, seed, numa=numa), number)
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures: list[Future[Row]] = [
-            pool.submit(_run, name, nodes, pods[name], policy, seed) for name, policy, seed in todo
+            pool.submit(partial(_run, numa=numa), name, nodes, pods[name], policy, seed) for name, policy, seed in todo
         ]
         for number, future in enumerate(as_completed(futures), start=1):
             report(future.result(), number)
 
 
-def format_table(runs: Sequence[Row], variants: Sequence[str], policies: Sequence[str], spec: Sequence[Row]) -> str:
-    """Markdown: unallocated GPU % at 100% arrival, median over seeds (min - max), and the gpu_spec share."""
+def format_table(
+    runs: Sequence[Row],
+    variants: Sequence[str],
+    policies: Sequence[str],
+    spec: Sequence[Row],
+    published: dict[str, dict[str, float]] | None = None,
+) -> str:
+    """Markdown: unallocated GPU % at 100% arrival, median over seeds (min - max), and the gpu_spec share.
+
+    With ``published`` (``pod_lists.published_unallocated``): the FGD authors' FGD figure, and each
+    policy's median minus it (bold where the policy leaves fewer GPUs unallocated than published FGD).
+    """
     shares = {r["variant"]: r for r in spec}
-    header = "| variant | GPU pods with gpu_spec | " + " | ".join(policies) + " | seeds |"
-    lines = [header, "|" + "---|" * (len(policies) + 3)]
+    extra = ["published FGD", *(f"{p} - published" for p in policies)] if published else []
+    header = "| variant | GPU pods with gpu_spec | " + " | ".join([*policies, *extra]) + " | seeds |"
+    lines = [header, "|" + "---|" * (len(policies) + len(extra) + 3)]
     for variant in variants:
-        cells = []
+        cells, residuals = [], []
         seeds: set[str] = set()
+        reference = (published or {}).get(variant, {}).get(PUBLISHED_FGD)
         for policy in policies:
             values = [float(r["unallocated_at_100"]) for r in runs if r["variant"] == variant and r["policy"] == policy]
             seeds |= {r["seed"] for r in runs if r["variant"] == variant and r["policy"] == policy}
             cells.append(f"{statistics.median(values):.2f} ({min(values):.2f} - {max(values):.2f})" if values else "-")
+            if values and reference is not None:
+                residual = statistics.median(values) - reference
+                residuals.append(f"**{residual:+.2f}**" if residual < 0 else f"{residual:+.2f}")
+            else:
+                residuals.append("-")
+        if published:
+            cells += ["-" if reference is None else f"{reference:.2f}", *residuals]
         row = shares.get(variant)
         share = f"{row['gpu_pods_with_gpu_spec']} / {row['gpu_pods']}" if row else "?"
         lines.append(f"| {variant} | {share} | " + " | ".join(cells) + f" | {len(seeds)} |")
@@ -177,27 +213,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sim_variants", description=__doc__.split("\n")[0])
     parser.add_argument("--trace-dir", type=Path, default=shared_data_dir() / TRACE_DIR)
     parser.add_argument("--variants", default="", help="comma-separated pod list names; default: every one found")
+    parser.add_argument("--published", type=Path, default=shared_data_dir() / PUBLISHED_RESULTS)
+    parser.add_argument(
+        "--paper",
+        action="store_true",
+        help="the paper's 17 pod lists (those the trace folder lacks derived into OUT/derived), and the "
+        "published FGD figure beside each",
+    )
     parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     parser.add_argument("--subsample", type=int, default=1, help="keep every Nth node and pod")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
     parser.add_argument("--out", type=Path, default=Path("sim-variants"))
+    parser.add_argument(
+        "--no-numa", action="store_true", help="the FGD paper's setting: no kubelet Topology Manager policy, no intents"
+    )
     parser.add_argument("--report-only", action="store_true", help="write table.md from runs.csv; run nothing")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown or args.seeds < 1 or args.subsample < 1 or args.jobs < 1:
         parser.error(f"unknown policies {unknown}" if unknown else "--seeds, --subsample, --jobs must be >= 1")
-    names = [n.strip() for n in str(args.variants).split(",") if n.strip()]
-    variants = find_variants(args.trace_dir, names or None)
+    names = [n.strip() for n in str(args.variants).split(",") if n.strip()] or (list(PAPER_LISTS) if args.paper else [])
+    try:
+        variants = find_variants(args.trace_dir, names or None, args.out / "derived")
+        published = published_unallocated(args.published) if args.paper else None
+    except TraceError as error:
+        parser.error(str(error))
     if not variants:
         parser.error(f"no {POD_LIST_PREFIX}*.csv in {args.trace_dir}")
-    args.out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         nodes = load_nodes(args.trace_dir / DEFAULT_NODE_LIST)[:: args.subsample]
-        run_all(variants, nodes, policies, seeds=args.seeds, subsample=args.subsample, jobs=args.jobs, out=args.out)
+        run_all(
+            variants,
+            nodes,
+            policies,
+            seeds=args.seeds,
+            subsample=args.subsample,
+            jobs=args.jobs,
+            out=args.out,
+            numa=not args.no_numa,
+        )
     runs = [r for r in read_runs(args.out / "runs.csv") if int(r["seed"]) < args.seeds]
-    table = format_table(runs, [v.name for v in variants], policies, read_runs(args.out / "gpu_spec.csv"))
+    table = format_table(runs, [v.name for v in variants], policies, read_runs(args.out / "gpu_spec.csv"), published)
     (args.out / "table.md").write_text(table + "\n")
     print(table)
     return 0

@@ -41,6 +41,8 @@ BoolArray = npt.NDArray[np.bool_]
 NAMESPACE = "sim"
 MAX_SPEC_CPU = 128_000.0  # the FGD simulator's BestFit normalisation (MaxSpecCpu, MaxSpecGpu)
 MAX_SPEC_GPU = 8_000.0
+TYPICAL_POD_POPULARITY = 95.0  # percent of pods FGD's typical shapes cover (the artifact's podPopularityThreshold)
+NONZERO_CPU_MILLI = 100  # kube-scheduler's DefaultMilliCPURequest, for a pod that asks for none
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Policy(Protocol):
 
 
 def _pick(scores: FloatArray, feasible: BoolArray, rng: random.Random) -> int | None:
-    """The feasible row with the highest score, ties at random."""
+    """The feasible row with the highest score, ties at random (kube-scheduler's ``selectHost``)."""
     rows = np.flatnonzero(feasible)
     if not len(rows):
         return None
@@ -77,8 +79,21 @@ def _pick(scores: FloatArray, feasible: BoolArray, rng: random.Random) -> int | 
     return int(best[rng.randrange(len(best))])
 
 
+def _pick_first_name(scores: FloatArray, feasible: BoolArray, names: Sequence[str]) -> int | None:
+    """The feasible row with the highest score, ties to the node whose name sorts first.
+
+    The FGD simulator's ``selectHost`` (its vendored kube-scheduler, pkg/scheduler/core/
+    generic_scheduler.go) breaks ties so, "for reproducibility", where kube-scheduler draws at random.
+    """
+    rows = np.flatnonzero(feasible)
+    if not len(rows):
+        return None
+    values = scores[rows]
+    return min((int(r) for r in rows[values == values.max()]), key=names.__getitem__)
+
+
 def pod_shape(pod: TracePod) -> PodShape:
-    return PodShape(pod.cpu_milli, pod.gpu_milli, pod.gpus)
+    return PodShape(pod.cpu_milli, pod.gpu_milli, pod.gpus, pod.gpu_models)
 
 
 def lowest_gpus(cluster: SimCluster, row: int, pod: TracePod, cells: Sequence[int] = ()) -> tuple[int, ...]:
@@ -230,7 +245,7 @@ class BestFit(DefaultScheduler):
         cluster = self.cluster
         left = 0.5 * (cluster.cpu_free - pod.cpu_milli) / MAX_SPEC_CPU
         left += 0.5 * (cluster.gpu_left.sum(axis=1) - pod.gpu_request_milli) / MAX_SPEC_GPU
-        row = _pick(np.floor((1.0 - left) * 100), cluster.fits(pod), self.rng)
+        row = _pick_first_name(np.floor((1.0 - left) * 100), cluster.fits(pod), cluster.names)
         return None if row is None else Choice(row, lowest_gpus(cluster, row, pod))
 
 
@@ -240,19 +255,37 @@ class TypicalPod:
     gpu_milli: int
     gpus: int
     share: float
+    gpu_models: tuple[str, ...] = ()  # the shape's gpu_spec; () any model
 
 
-def typical_pods(pods: Sequence[TracePod]) -> list[TypicalPod]:
-    """FGD's target workload: every (CPU, GPU share, GPU count) shape of the trace, by frequency.
+def typical_pods(pods: Sequence[TracePod], popularity: float = TYPICAL_POD_POPULARITY) -> list[TypicalPod]:
+    """FGD's target workload: the most frequent (CPU, GPU share, GPU count, GPU models) shapes of the trace.
 
-    All shapes, the rare multi-GPU ones included: cut at the shapes covering 95% of pods, FGD no longer
-    keeps whole nodes free for 8-GPU pods and leaves ~9.5% unallocated at 100% arrival instead of ~5%.
+    As the FGD simulator's ``GetTypicalPods`` (pkg/utils/frag.go) with the artifact's settings (CPU-only
+    pods included, ``podPopularityThreshold`` ``popularity``, step 1): shapes by count, most frequent first
+    (ties by CPU, share, count, models), taken until they cover ``popularity`` percent of the pods; their
+    frequencies renormalised over the shapes taken. The GPU models are part of the shape, as its
+    ``PodResource.GpuType`` is; a pod asking for no CPU counts as 100 millicores (kube-scheduler's non-zero
+    request, which the simulator's ``GetPodResource`` reads).
     """
-    counts = Counter((p.cpu_milli, p.gpu_milli, p.gpus) for p in pods)
+    counts = Counter((max(p.cpu_milli, NONZERO_CPU_MILLI), p.gpu_milli, p.gpus, p.gpu_models) for p in pods)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    wanted, covered, taken = popularity * len(pods) / 100, 0, 0
+    while taken < len(ordered) and covered < wanted:
+        covered += ordered[taken][1]
+        taken += 1
     return [
-        TypicalPod(cpu, milli, gpus, count / len(pods))
-        for (cpu, milli, gpus), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        TypicalPod(cpu, milli, gpus, count / covered, models) for (cpu, milli, gpus, models), count in ordered[:taken]
     ]
+
+
+@dataclass
+class _ShapeScores:
+    """One pod shape's FGD scores on every node, valid where the node has not changed since."""
+
+    scores: FloatArray  # [N] node score
+    best_gpu: npt.NDArray[np.int64]  # [N] the GPU a share takes
+    versions: npt.NDArray[np.int64]  # [N] the node's version when its score was computed; -1 never
 
 
 class Fgd(DefaultScheduler):
@@ -260,37 +293,65 @@ class Fgd(DefaultScheduler):
     expected GPU fragmentation, measured against the trace's pod shapes (``typical_pods``), the least.
 
     A node's fragmentation for a typical pod is all its GPU thousandths left when the pod could not run
-    there (GPUs or CPUs short, or a CPU-only pod), else the thousandths on GPUs too small for the pod;
-    the node's total weighs the typical pods by frequency. Score: sigmoid(decrease / 1000) x 100,
-    truncated to an integer as the FGD simulator does; a GPU share tries each GPU that fits.
+    there (GPUs or CPUs short, a GPU model its ``gpu_spec`` does not allow, or a CPU-only pod), else the
+    thousandths on GPUs too small for it; the node's total weighs the typical pods by frequency
+    (``NodeGpuShareFragAmountScore`` and ``GetNodePodFrag`` in the FGD simulator's pkg/utils/frag.go).
+    Score: sigmoid(decrease / 1000) x 100, truncated to an integer as the FGD simulator does; a GPU share
+    tries each GPU that fits.
+
+    A node's score for a pod shape depends only on that node's CPUs and GPUs left, so it is kept per
+    shape and recomputed only on the nodes that changed since (``_scores``): the same scores, computed
+    once per node state instead of once per pod.
     """
 
     name = "fgd"
 
-    def __init__(self, cluster: SimCluster, rng: random.Random, workload: Sequence[TracePod]) -> None:
+    def __init__(
+        self,
+        cluster: SimCluster,
+        rng: random.Random,
+        workload: Sequence[TracePod],
+        popularity: float = TYPICAL_POD_POPULARITY,
+    ) -> None:
         super().__init__(cluster, rng)
-        typical = typical_pods(workload)
+        typical = typical_pods(workload, popularity)
         # Shapes that differ only in CPUs share their GPU test: grouped, each GPU test runs once.
         self.cpu_only = sum(t.share for t in typical if t.gpu_milli == 0)
-        groups: dict[tuple[int, int], list[TypicalPod]] = {}
+        groups: dict[tuple[int, int, tuple[str, ...]], list[TypicalPod]] = {}
         for t in typical:
             if t.gpu_milli:
-                groups.setdefault((t.gpu_milli, t.gpus), []).append(t)
+                groups.setdefault((t.gpu_milli, t.gpus, t.gpu_models), []).append(t)
         self.groups = [
-            (milli, gpus, np.array([t.cpu_milli for t in ts], dtype=np.float64), np.array([t.share for t in ts]))
-            for (milli, gpus), ts in groups.items()
+            (
+                milli,
+                gpus,
+                cluster.allowed_models(models) if models else None,
+                np.array([t.cpu_milli for t in ts], dtype=np.float64),
+                np.array([t.share for t in ts]),
+            )
+            for (milli, gpus, models), ts in groups.items()
         ]
+        self.all_shares = self.cpu_only + sum(float(g[-1].sum()) for g in self.groups)
+        self._seen_cpu = cluster.cpu_free.copy()
+        self._seen_gpu = cluster.gpu_left.copy()
+        self._versions = np.zeros(len(cluster.names), dtype=np.int64)
+        self._cache: dict[tuple[int, int, int], _ShapeScores] = {}
 
-    def fragmentation(self, cpu_left: FloatArray, gpu_left: FloatArray) -> FloatArray:
-        """[...]: expected fragmentation of nodes with ``cpu_left`` [...] and ``gpu_left`` [..., 8].
+    def fragmentation(self, cpu_left: FloatArray, gpu_left: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        """[...]: expected fragmentation of nodes ``rows`` [n] with ``cpu_left`` [n, ...] and ``gpu_left``
+        [n, ..., 8].
 
-        Per shape: all the GPU thousandths left where the pod could not run (GPUs or CPUs short, or a
-        CPU-only pod), else those on GPUs too small for it; weighted by the shape's frequency.
+        Per shape: all the GPU thousandths left where the pod could not run (GPUs or CPUs short, a GPU
+        model it may not use, or a CPU-only pod), else those on GPUs too small for it; weighted by the
+        shape's frequency.
         """
         total = gpu_left.sum(axis=-1)
-        frag = total * (self.cpu_only + sum(float(shares.sum()) for *_, shares in self.groups))
-        for milli, gpus, cpus, shares in self.groups:
+        frag = total * self.all_shares
+        extra_dims = cpu_left.ndim - 1
+        for milli, gpus, allowed, cpus, shares in self.groups:
             gpu_fits = (gpu_left >= milli).sum(axis=-1) >= gpus
+            if allowed is not None:
+                gpu_fits &= allowed[rows].reshape(rows.shape + (1,) * extra_dims)
             small = np.where(gpu_left < milli, gpu_left, 0.0).sum(axis=-1)
             runs_share = (cpu_left[..., None] >= cpus).astype(np.float64) @ shares  # shares of shapes whose CPUs fit
             frag -= np.where(gpu_fits, runs_share * (total - small), 0.0)
@@ -300,11 +361,41 @@ class Fgd(DefaultScheduler):
     def choose(self, key: str, pod: TracePod) -> Choice | None:
         cluster = self.cluster
         feasible = cluster.fits(pod)
-        rows = np.flatnonzero(feasible)
-        if not len(rows):
+        if not feasible.any():
             return None
-        cpu, gpu = cluster.cpu_free[rows], cluster.gpu_left[rows]
-        before = self.fragmentation(cpu, gpu)
+        shape = self._scores(pod, feasible)
+        scores = np.where(feasible, shape.scores, -np.inf)
+        row = _pick_first_name(scores, feasible, cluster.names)
+        assert row is not None
+        if pod.shares_gpu:
+            return Choice(row, (int(shape.best_gpu[row]),))
+        return Choice(row, lowest_gpus(cluster, row, pod))
+
+    def _scores(self, pod: TracePod, feasible: BoolArray) -> _ShapeScores:
+        """The pod shape's scores, brought up to date on the feasible nodes that changed since."""
+        cluster = self.cluster
+        changed = (cluster.cpu_free != self._seen_cpu) | (cluster.gpu_left != self._seen_gpu).any(axis=1)
+        if changed.any():
+            self._versions[changed] += 1
+            self._seen_cpu[changed] = cluster.cpu_free[changed]
+            self._seen_gpu[changed] = cluster.gpu_left[changed]
+        key = (pod.cpu_milli, pod.gpu_milli, pod.gpus)
+        shape = self._cache.get(key)
+        if shape is None:
+            n = len(cluster.names)
+            shape = self._cache[key] = _ShapeScores(
+                np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+            )
+        rows = np.flatnonzero(feasible & (shape.versions != self._versions))
+        if len(rows):
+            shape.scores[rows], shape.best_gpu[rows] = self._score_rows(pod, rows)
+            shape.versions[rows] = self._versions[rows]
+        return shape
+
+    def _score_rows(self, pod: TracePod, rows: npt.NDArray[np.intp]) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+        """FGD's score of placing ``pod`` on each of ``rows``, and the GPU a share would take there."""
+        cpu, gpu = self.cluster.cpu_free[rows], self.cluster.gpu_left[rows]
+        before = self.fragmentation(cpu, gpu, rows)
         after_cpu = cpu - pod.cpu_milli
         if pod.shares_gpu:
             # One candidate per GPU: take the share from GPU j.
@@ -312,27 +403,19 @@ class Fgd(DefaultScheduler):
             eye = np.eye(gpu.shape[1], dtype=np.bool_)[None, :, :]
             variants = np.where(eye, variants - pod.gpu_milli, variants)
             fits = np.diagonal(variants, axis1=1, axis2=2) >= 0
-            after = self.fragmentation(np.repeat(after_cpu[:, None], gpu.shape[1], axis=1), variants)
+            after = self.fragmentation(np.repeat(after_cpu[:, None], gpu.shape[1], axis=1), variants, rows)
             score = np.floor(_sigmoid((before[:, None] - after) / 1000) * 100)
             score = np.where(fits, score, -1.0)
-            best_gpu = score.argmax(axis=1)  # the first GPU with the best score, as FGD takes it
-            node_score = score.max(axis=1)
-        else:
-            after_gpu = gpu.copy()
-            if pod.gpus:
-                # Sub packs the least-left GPUs that fit first: for whole GPUs, free ones become 0.
-                order = np.argsort(np.where(after_gpu >= pod.gpu_milli, after_gpu, np.inf), axis=1, kind="stable")
-                take = order[:, : pod.gpus]
-                np.put_along_axis(after_gpu, take, np.take_along_axis(after_gpu, take, axis=1) - pod.gpu_milli, axis=1)
-            node_score = np.floor(_sigmoid((before - self.fragmentation(after_cpu, after_gpu)) / 1000) * 100)
-            best_gpu = np.zeros(len(rows), dtype=np.int64)
-        scores = np.full(len(cluster.names), -np.inf)
-        scores[rows] = node_score
-        row = _pick(scores, feasible, self.rng)
-        assert row is not None
-        if pod.shares_gpu:
-            return Choice(row, (int(best_gpu[int(np.searchsorted(rows, row))]),))
-        return Choice(row, lowest_gpus(cluster, row, pod))
+            # The first GPU with the best score, as FGD takes it.
+            return score.max(axis=1), score.argmax(axis=1).astype(np.int64)
+        after_gpu = gpu.copy()
+        if pod.gpus:
+            # Sub packs the least-left GPUs that fit first: for whole GPUs, free ones become 0.
+            order = np.argsort(np.where(after_gpu >= pod.gpu_milli, after_gpu, np.inf), axis=1, kind="stable")
+            take = order[:, : pod.gpus]
+            np.put_along_axis(after_gpu, take, np.take_along_axis(after_gpu, take, axis=1) - pod.gpu_milli, axis=1)
+        node_score = np.floor(_sigmoid((before - self.fragmentation(after_cpu, after_gpu, rows)) / 1000) * 100)
+        return node_score, np.zeros(len(rows), dtype=np.int64)
 
 
 def _sigmoid(values: FloatArray) -> FloatArray:

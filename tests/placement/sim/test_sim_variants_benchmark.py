@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from benchmarks.sim_variants import main
 from placement.sim.trace import DEFAULT_NODE_LIST, TRACE_DIR, shared_data_dir
 from tests.conftest import require_shared
@@ -35,3 +37,18 @@ def test_every_variant_and_policy_is_run_once_and_tabled(tmp_path: Path) -> None
     table = (tmp_path / "table.md").read_text().splitlines()
     assert table[0] == "| variant | GPU pods with gpu_spec | random | bestfit | seeds |"
     assert table[2].startswith("| default | 0 / ")
+
+
+def test_the_papers_lists_are_derived_where_missing_and_tabled_beside_the_published_figure(tmp_path: Path) -> None:
+    require_shared(TRACE / DEFAULT_NODE_LIST)
+    argv = ["--paper", "--variants", "default,cpu050", "--policies", "random", "--seeds", "1", "--subsample", "40"]
+    assert main([*argv, "--no-numa", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "derived" / "openb_pod_list_cpu050.csv").is_file()  # not in the trace folder: derived
+    assert not (tmp_path / "derived" / "openb_pod_list_default.csv").exists()
+    table = (tmp_path / "table.md").read_text().splitlines()
+    assert table[0] == "| variant | GPU pods with gpu_spec | random | published FGD | random - published | seeds |"
+    cpu050 = next(line for line in table if line.startswith("| cpu050 |"))
+    cells = [cell.strip() for cell in cpu050.strip("|").split("|")]
+    median = float(cells[2].split()[0])
+    assert cells[3] == "5.00"  # fgd-published-results.txt: cpu050, FGD
+    assert float(cells[4].strip("*")) == pytest.approx(median - 5.00, abs=0.006)
