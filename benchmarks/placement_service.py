@@ -61,6 +61,8 @@ from placement.service.engine import PlacementEngine
 from placement.service.heap import settle_heap
 from placement.state.cluster_index import ClusterIndex
 
+DEFAULT_KERNEL, NUMPY_KERNEL, JIT_KERNEL = "default", "numpy", "compiled"
+KERNEL_MODES = (DEFAULT_KERNEL, NUMPY_KERNEL, JIT_KERNEL)
 TARGET_P99_MS = 5.0
 TARGET_DECISIONS_PER_S = 500.0
 TARGET_RSS_MB_AT_10K = 150.0
@@ -68,6 +70,16 @@ PLACED_TRAINERS = 200  # pods labelled app=trainer on GPU nodes, for the anti-af
 _CHANGES = "CHANGES"
 DEFAULT_CHURN = 500.0  # node changes per second: one bind per decision at the target rate
 CHURN_WARM_UP = 4000  # pod events before the service answers under churn
+
+
+def _kernel_in_use(mode: str) -> str:
+    """What the service child will judge with, for the report."""
+    if mode == NUMPY_KERNEL:
+        return "the numpy path (--kernel numpy)"
+    _, not_built = kernel._ahead_of_time()
+    if not_built is None:
+        return kernel.AHEAD_OF_TIME
+    return kernel.JIT if mode == JIT_KERNEL else f"the numpy path (not {kernel.AHEAD_OF_TIME}: {not_built})"
 
 
 def node_names(count: int) -> list[str]:
@@ -196,16 +208,18 @@ def serve(
     batch_s: float | None = DEFAULT_INTERVAL_S,
     *,
     constrained: bool = False,
-    compiled: bool = False,
+    kernel_mode: str = DEFAULT_KERNEL,
 ) -> None:
     """The child: build the index, start the service, print the port, serve until stdin closes; then, under
     churn, print the changes made per second. ``batch_s``: the feed's batch window (None: unbatched);
-    ``compiled``: the compiled admission kernel on, as ``serve --compiled-kernel`` turns it on."""
+    ``kernel_mode``: the admission kernel as ``serve`` chooses it (``KERNEL_MODES``)."""
     if count == 0:
         serve_empty()
         return
-    if compiled and (reason := kernel.enable()) is not None:
-        raise SystemExit(f"the compiled admission kernel could not be turned on: {reason}")
+    if kernel_mode != NUMPY_KERNEL:
+        reason = kernel.enable(allow_jit=kernel_mode == JIT_KERNEL)
+        if reason is not None and kernel_mode == JIT_KERNEL:
+            raise SystemExit(f"the compiled admission kernel could not be turned on: {reason}")
     from benchmarks.placement_core import machines  # noqa: PLC0415  (the fixtures load only in the child)
 
     kinds = machines()
@@ -266,10 +280,10 @@ class Service(ServiceChild):
         batch_ms: float = DEFAULT_INTERVAL_S * 1000,
         *,
         constrained: bool = False,
-        compiled: bool = False,
+        kernel_mode: str = DEFAULT_KERNEL,
     ):
         role = ["--serve", str(count), "--churn", str(churn), "--churn-tick-ms", str(churn_tick_ms)]
-        role += ["--watch-batch-ms", str(batch_ms)] + (["--compiled-kernel"] if compiled else [])
+        role += ["--watch-batch-ms", str(batch_ms), "--kernel", kernel_mode]
         super().__init__("benchmarks.placement_service", role + (["--constrained"] if constrained else []))
 
     def rss_mb(self) -> float:
@@ -408,9 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also spread the decisions over N replicas for each N given, e.g. 1 2 4 (benchmarks.placement_replicas)",
     )
     parser.add_argument(
-        "--compiled-kernel",
-        action="store_true",
-        help="the service with the compiled admission kernel on, as `serve --compiled-kernel` (needs numba)",
+        "--kernel",
+        choices=KERNEL_MODES,
+        default=DEFAULT_KERNEL,
+        help="the admission kernel: as `serve` chooses it by default (built ahead of time where it was, else the "
+        "numpy path), the numpy path (`serve --no-compiled-kernel`), or numba's at run time where none was built "
+        "ahead of time (`serve --compiled-kernel`)",
     )
     parser.add_argument("--serve", type=int, metavar="NODES", help=argparse.SUPPRESS)  # the child's role
     parser.add_argument("--constrained", action="store_true", help=argparse.SUPPRESS)  # the child's role
@@ -423,17 +440,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.churn_tick_ms / 1000,
             batch_s,
             constrained=args.constrained,
-            compiled=args.compiled_kernel,
+            kernel_mode=args.kernel,
         )
         return 0
 
     print(f"placement service on loopback, client in a separate process, {psutil.cpu_count()} CPUs")
+    print(f"admission kernel: {_kernel_in_use(args.kernel)}")
     empty = Service(0)
     try:
         floor = throughput(empty, args.nodes, args.clients, args.seconds)
     finally:
         empty.close()
-    service = Service(args.nodes, compiled=args.compiled_kernel)
+    service = Service(args.nodes, kernel_mode=args.kernel)
     try:
         p50, p99, feasible = latency(service, args.nodes, args.decisions)
         rate = throughput(service, args.nodes, args.clients, args.seconds)
@@ -463,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         spread = placement_replicas.run(args.nodes, args.replicas, args.seconds, args.clients, rounds=3)
         placement_replicas.print_figures(spread, nodes=args.nodes, clients=args.clients, seconds=args.seconds, rounds=3)
-    large = Service(10_000, compiled=args.compiled_kernel)
+    large = Service(10_000, kernel_mode=args.kernel)
     try:
         large_p50, large_p99, _ = latency(large, 10_000, 100)
         rss_large = large.rss_mb()
@@ -481,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _constrained(args: argparse.Namespace) -> float:
     """The latency run for ``constrained_pod`` over the tainted nodes; prints it, returns its p99 in ms."""
-    service = Service(args.nodes, constrained=True, compiled=args.compiled_kernel)
+    service = Service(args.nodes, constrained=True, kernel_mode=args.kernel)
     try:
         p50, p99, feasible = latency(service, args.nodes, args.decisions, constrained_pod())
     finally:
@@ -500,7 +518,7 @@ def _under_churn(args: argparse.Namespace) -> bool:
     met = 0
     for run in range(1, args.churn_runs + 1):
         service = Service(
-            args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms, compiled=args.compiled_kernel
+            args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms, kernel_mode=args.kernel
         )
         try:
             p50, p99, _ = latency(service, args.nodes, args.decisions)

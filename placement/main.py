@@ -172,11 +172,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply watch events in batches gathered over this many ms, one lock hold each (default: %(default)g; "
         "0 applies each event as it arrives)",
     )
-    serve.add_argument(
+    kernel_choice = serve.add_mutually_exclusive_group()
+    kernel_choice.add_argument(
         "--compiled-kernel",
         action="store_true",
-        help="judge changed nodes with the numba-compiled admission kernel (extra 'compiled'): faster under churn, "
-        "about 110 MB more memory (docs/benchmarks.md); without numba the numpy path answers, with a warning",
+        help="when the admission kernel was not built ahead of time (python -m placement.core.kernel.ahead_of_time), "
+        "compile it with numba at start (extra 'compiled'; about 110 MB more memory, docs/benchmarks.md); without "
+        "either the numpy path answers, with a warning. By default the kernel built ahead of time is used where "
+        "there is one, else the numpy path",
+    )
+    kernel_choice.add_argument(
+        "--no-compiled-kernel",
+        action="store_true",
+        help="judge every node on the numpy path, even where the admission kernel was built ahead of time",
     )
     serve.add_argument(
         "--grace",
@@ -255,8 +263,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
     policies = workload_policies(args.workload_policies)
     profile = plugin_profile(args.disable_plugins)
-    if args.compiled_kernel:
-        compiled_kernel()
+    if not args.no_compiled_kernel:
+        compiled_kernel(allow_jit=args.compiled_kernel)
     engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args, profile)
     engine.index.policy_scores.policies = policies
     log.info("plugins per extension point", extra={"points": engine.pipeline.points()})
@@ -311,13 +319,15 @@ async def _tick_forever(engine: PlacementEngine) -> None:
             log.exception("gang tick failed")
 
 
-def compiled_kernel() -> bool:
-    """``--compiled-kernel``: the kernel on (True), or a warning saying why the numpy path answers instead."""
-    reason = kernel.enable()
+def compiled_kernel(*, allow_jit: bool) -> bool:
+    """The admission kernel on (True): the one built ahead of time where there is one, else with ``allow_jit``
+    (``--compiled-kernel``) numba's. Off: a warning saying why where it was asked for, else an info line."""
+    reason = kernel.enable(allow_jit=allow_jit)
     if reason is not None:
-        log.warning("the compiled admission kernel is off; the numpy path answers", extra={"reason": reason})
+        report = log.warning if allow_jit else log.info
+        report("the compiled admission kernel is off; the numpy path answers", extra={"reason": reason})
         return False
-    log.info("the compiled admission kernel is on")
+    log.info("the compiled admission kernel is on", extra={"kernel": kernel.active()})
     return True
 
 

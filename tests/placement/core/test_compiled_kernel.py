@@ -48,10 +48,35 @@ _T = TypeVar("_T")
 INTENTS = (None, PodIntent(policy=NumaIntentPolicy.SINGLE_NUMA), PodIntent(affinity_node_ids=frozenset({0})))
 
 
+class _Source:
+    """Which way the tests' kernel is compiled: numba at run time, or the module built ahead of time."""
+
+    ahead_of_time = False
+
+
+SOURCE = _Source()
+
+
+@pytest.fixture(autouse=True, params=[kernel.JIT, kernel.AHEAD_OF_TIME])
+def kernel_source(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs with each kernel: compiled by numba now, and built ahead of time (where it was built:
+    ``python -m placement.core.kernel.ahead_of_time``, as .ci/run does)."""
+    SOURCE.ahead_of_time = request.param == kernel.AHEAD_OF_TIME
+    if SOURCE.ahead_of_time:
+        _, not_built = kernel._ahead_of_time()
+        if not_built is not None:
+            pytest.skip(f"the kernel is not built ahead of time: {not_built}")
+    yield str(request.param)
+    SOURCE.ahead_of_time = False
+    kernel.disable()
+
+
 @contextmanager
 def compiled_kernel(max_rows: int | None = None) -> Iterator[None]:
-    reason = kernel.enable(max_rows=max_rows)
+    ahead = SOURCE.ahead_of_time
+    reason = kernel.enable(max_rows=max_rows, allow_jit=not ahead, ahead_of_time=ahead)
     assert reason is None, reason
+    assert kernel.active() == (kernel.AHEAD_OF_TIME if ahead else kernel.JIT)
     try:
         yield
     finally:
@@ -276,7 +301,7 @@ def test_without_numba_the_numpy_path_answers_and_says_why(
 ) -> None:
     monkeypatch.setitem(sys.modules, "numba", None)  # what an import of a missing package raises
     monkeypatch.delitem(sys.modules, "placement.core.kernel.compiled", raising=False)
-    reason = kernel.enable()
+    reason = kernel.enable(ahead_of_time=False)
     assert reason is not None
     assert "numpy path answers" in reason
     assert "numba" in reason
@@ -316,7 +341,7 @@ def test_a_compile_failure_is_one_plain_line(monkeypatch: pytest.MonkeyPatch) ->
         raise RuntimeError("\x1b[1m\x1b[1mFailed in nopython mode pipeline\x1b[0m\nNo implementation of function")
 
     monkeypatch.setattr(kernel, "_warm_up", failing)
-    reason = kernel.enable()
+    reason = kernel.enable(ahead_of_time=False)
     assert (
         reason
         == "compiled admission kernel off, the numpy path answers: RuntimeError: Failed in nopython mode pipeline"
