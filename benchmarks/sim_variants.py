@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import statistics
 import sys
 import time
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from placement.sim.pod_lists import DERIVED, PAPER_LISTS, PUBLISHED_RESULTS, published_unallocated, write_derived
 from placement.sim.policies import POLICY_NAMES
-from placement.sim.run import simulate
+from placement.sim.run import MAX_ARRIVAL, simulate
 from placement.sim.trace import (
     DEFAULT_NODE_LIST,
     DEFAULT_POD_LIST,
@@ -45,6 +46,8 @@ from placement.sim.trace import (
 
 POD_LIST_PREFIX = "openb_pod_list_"
 PUBLISHED_FGD = "FGD"
+CURVE = "unallocated_by_arrival"  # unallocated GPU % at 0, 1, ... MAX_ARRIVAL % arrival, ";"-separated
+PLOTTED_FROM = 70  # % arrival where the plots start
 DEFAULT_POLICIES = ("random", "bestfit", "fgd", "ours")
 RUN_KEY = ("variant", "policy", "seed")
 Row = dict[str, str]
@@ -102,7 +105,14 @@ def _run(
     start = time.perf_counter()
     result = simulate(nodes, pods, policy, seed, numa=numa)
     row = {key: "" if value is None else str(value) for key, value in result.summary().items()}
-    return {"variant": variant, **row, "wall_s": f"{time.perf_counter() - start:.1f}"}
+    curve = ";".join(f"{result.unallocated_at(arrival):.2f}" for arrival in range(MAX_ARRIVAL + 1))
+    return {
+        "variant": variant,
+        **row,
+        "numa": str(numa),
+        "wall_s": f"{time.perf_counter() - start:.1f}",
+        CURVE: curve,
+    }
 
 
 def read_runs(path: Path) -> list[Row]:
@@ -209,11 +219,65 @@ def format_table(
     return "\n".join(lines)
 
 
+def plot_variants(
+    runs: Sequence[Row], variants: Sequence[str], published: dict[str, dict[str, float]] | None, out: Path
+) -> list[Path]:
+    """One PNG per pod list, ``sim-variant-<list>.png`` in ``out``: unallocated GPU % against arrival, the
+    median over seeds of each policy's runs that carry the curve (``CURVE``; a run of the paper's setting
+    labelled so), and the published FGD figure at 100%. [] without matplotlib (the ``plots`` extra)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return []
+    import matplotlib  # noqa: PLC0415 - an optional extra, imported once known to be installed
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    out.mkdir(parents=True, exist_ok=True)
+    arrivals = list(range(PLOTTED_FROM, MAX_ARRIVAL + 1))
+    written = []
+    for variant in variants:
+        curves: dict[str, list[list[float]]] = {}
+        for row in runs:
+            if row["variant"] == variant and row.get(CURVE):
+                label = row["policy"] + ("" if row.get("numa", "True") == "True" else " (paper's setting: no NUMA)")
+                curves.setdefault(label, []).append([float(v) for v in row[CURVE].split(";")])
+        if not curves:
+            continue
+        figure, axes = plt.subplots(figsize=(7, 4.2))
+        for label, seeds in sorted(curves.items()):
+            median = [statistics.median(seed[a] for seed in seeds) for a in arrivals]
+            axes.plot(arrivals, median, label=f"{label}, median of {len(seeds)} seeds", linewidth=1.3)
+        reference = (published or {}).get(variant, {}).get(PUBLISHED_FGD)
+        if reference is not None:
+            axes.plot([100], [reference], "k*", markersize=10, label="FGD, published (100% arrival)")
+        axes.set_title(f"openb_pod_list_{variant}")
+        axes.set_xlabel("arrived GPU demand, % of capacity")
+        axes.set_ylabel("unallocated GPUs, % of capacity")
+        axes.set_xlim(PLOTTED_FROM, MAX_ARRIVAL)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+        figure.tight_layout()
+        path = out / f"sim-variant-{variant}.png"
+        figure.savefig(path, dpi=90)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sim_variants", description=__doc__.split("\n")[0])
     parser.add_argument("--trace-dir", type=Path, default=shared_data_dir() / TRACE_DIR)
     parser.add_argument("--variants", default="", help="comma-separated pod list names; default: every one found")
     parser.add_argument("--published", type=Path, default=shared_data_dir() / PUBLISHED_RESULTS)
+    parser.add_argument("--plots", type=Path, help="write a PNG per pod list into this folder (needs matplotlib)")
+    parser.add_argument(
+        "--plot-also",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="OUT",
+        help="another run folder whose runs (other policies or settings) join the plots",
+    )
     parser.add_argument(
         "--paper",
         action="store_true",
@@ -259,6 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = format_table(runs, [v.name for v in variants], policies, read_runs(args.out / "gpu_spec.csv"), published)
     (args.out / "table.md").write_text(table + "\n")
     print(table)
+    if args.plots is not None:
+        plotted = [*runs, *(r for folder in args.plot_also for r in read_runs(folder / "runs.csv"))]
+        plotted = [r for r in plotted if int(r["seed"]) < args.seeds]
+        written = plot_variants(plotted, [v.name for v in variants], published, args.plots)
+        print(f"{len(written)} plots in {args.plots}" if written else "no plots: matplotlib is not installed")
     return 0
 
 

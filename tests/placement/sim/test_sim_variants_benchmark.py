@@ -4,6 +4,7 @@ seed once, resumes without running them again, and reports the gpu_spec share an
 from __future__ import annotations
 
 import csv
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,13 @@ def test_the_papers_lists_are_derived_where_missing_and_tabled_beside_the_publis
     median = float(cells[2].split()[0])
     assert cells[3] == "5.00"  # fgd-published-results.txt: cpu050, FGD
     assert float(cells[4].strip("*")) == pytest.approx(median - 5.00, abs=0.006)
+    # Each run keeps its curve; the plots draw it beside the published figure (where matplotlib is installed).
+    with (tmp_path / "runs.csv").open(newline="") as handle:
+        curves = [row["unallocated_by_arrival"].split(";") for row in csv.DictReader(handle)]
+    assert all(len(curve) == 131 for curve in curves)
+    assert main([*argv, "--report-only", "--out", str(tmp_path), "--plots", str(tmp_path / "plots")]) == 0
+    plotted = sorted(p.name for p in (tmp_path / "plots").glob("*.png")) if (tmp_path / "plots").exists() else []
+    if importlib.util.find_spec("matplotlib") is None:
+        assert plotted == []
+    else:
+        assert plotted == ["sim-variant-cpu050.png", "sim-variant-default.png"]
