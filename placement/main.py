@@ -263,9 +263,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     policies = workload_policies(args.workload_policies)
     profile = plugin_profile(args.disable_plugins)
-    if not args.no_compiled_kernel:
-        compiled_kernel(allow_jit=args.compiled_kernel)
     engine, cleanup = (_demo_engine(), _nothing) if args.demo else _cluster_engine(args, profile)
+    if not args.no_compiled_kernel:  # after the flags were all judged: a usage error prints alone
+        compiled_kernel(allow_jit=args.compiled_kernel)
     engine.index.policy_scores.policies = policies
     log.info("plugins per extension point", extra={"points": engine.pipeline.points()})
     try:
