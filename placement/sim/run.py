@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from placement.core import kernel
 from placement.core.gpu_sets import choose_gpu_set, score_gpu_set
 from placement.core.intent import NumaIntentPolicy
 from placement.core.topology_manager import TOPOLOGY_AFFINITY_ERROR
@@ -127,6 +128,11 @@ def _percentile(ordered: Sequence[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else None
 
 
+def is_the_service(policy_name: str) -> bool:
+    """The policy is the placement service itself (``ours``, ``ours-gang``)."""
+    return policy_name in ("ours", "ours-gang")
+
+
 def simulate(
     nodes: Sequence[TraceNode],
     workload: Sequence[TracePod],
@@ -144,6 +150,8 @@ def simulate(
     """
     if not numa:
         workload = [replace(pod, intent=None) for pod in workload]
+    if is_the_service(policy_name):
+        kernel.enable(allow_jit=False)  # as ``serve`` runs: the kernel built ahead of time where it is, else numpy
     cluster = SimCluster(nodes, numa=numa)
     policy = make_policy(
         policy_name, cluster, random.Random(seed * 7919 + 1), workload, learned_workload=learned_workload
