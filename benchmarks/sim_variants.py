@@ -47,7 +47,7 @@ from placement.sim.trace import (
 POD_LIST_PREFIX = "openb_pod_list_"
 PUBLISHED_FGD = "FGD"
 CURVE = "unallocated_by_arrival"  # unallocated GPU % at 0, 1, ... MAX_ARRIVAL % arrival, ";"-separated
-PLOTTED_FROM = 70  # % arrival where the plots start
+PLOTTED_FROM = 85  # % arrival where the plots start: below it every policy places all that arrives
 DEFAULT_POLICIES = ("random", "bestfit", "fgd", "ours")
 RUN_KEY = ("variant", "policy", "seed")
 Row = dict[str, str]
@@ -239,7 +239,8 @@ def plot_variants(
         curves: dict[str, list[list[float]]] = {}
         for row in runs:
             if row["variant"] == variant and row.get(CURVE):
-                label = row["policy"] + ("" if row.get("numa", "True") == "True" else " (paper's setting: no NUMA)")
+                setting = "NUMA mix" if row.get("numa", "True") == "True" else "paper's setting: no NUMA"
+                label = f"{row['policy']} ({setting})"
                 curves.setdefault(label, []).append([float(v) for v in row[CURVE].split(";")])
         if not curves:
             continue
