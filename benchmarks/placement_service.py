@@ -517,9 +517,7 @@ def _under_churn(args: argparse.Namespace) -> bool:
     fresh service); prints them; True when every run met both targets."""
     met = 0
     for run in range(1, args.churn_runs + 1):
-        service = Service(
-            args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms, kernel_mode=args.kernel
-        )
+        service = Service(args.nodes, args.churn, args.churn_tick_ms, args.watch_batch_ms, kernel_mode=args.kernel)
         try:
             p50, p99, _ = latency(service, args.nodes, args.decisions)
             rate = throughput(service, args.nodes, args.clients, args.seconds)

@@ -6,10 +6,10 @@ models through ``SimCluster.fits``; ``Ours`` goes through the real placement ser
 predicted to hand out / ``least_fragmenting_gpu``), with the nodes' GPU model labels in the index's node facts
 and the pod's GPU models as a required node affinity, judged by the constraint core as any pod's. Ties between
 equal scores are broken at random, as kube-scheduler's ``selectHost`` does, except for the FGD paper's
-policies (BestFit, FGD), which break them as the FGD simulator does: to the node whose name sorts first. Whole GPUs "by lowest index" means
-the lowest free indices; a GPU share goes on the GPU with the least left that fits (the FGD simulator's
-default) unless the policy says otherwise. ``cpu_cells`` None lets the kubelet's hint place the exclusive
-CPUs.
+policies (BestFit, FGD), which break them as the FGD simulator does: to the node whose name sorts first.
+Whole GPUs "by lowest index" means the lowest free indices; a GPU share goes on the GPU with the least left
+that fits (the FGD simulator's default) unless the policy says otherwise. ``cpu_cells`` None lets the
+kubelet's hint place the exclusive CPUs.
 """
 
 from __future__ import annotations
