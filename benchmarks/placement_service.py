@@ -76,7 +76,7 @@ def _kernel_in_use(mode: str) -> str:
     """What the service child will judge with, for the report."""
     if mode == NUMPY_KERNEL:
         return "the numpy path (--kernel numpy)"
-    _, not_built = kernel._ahead_of_time()
+    _, not_built = kernel.built_ahead_of_time()
     if not_built is None:
         return kernel.AHEAD_OF_TIME
     return kernel.JIT if mode == JIT_KERNEL else f"the numpy path (not {kernel.AHEAD_OF_TIME}: {not_built})"

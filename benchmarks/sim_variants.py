@@ -123,12 +123,21 @@ def read_runs(path: Path) -> list[Row]:
 
 
 def _append(path: Path, row: Row) -> None:
-    new = not path.exists()
+    """One more row; a runs.csv begun by an earlier version keeps its own columns (a field it lacks, such as
+    the curve, is left out of the row rather than shifting the columns)."""
+    existing = read_header(path)
     with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(row))
-        if new:
+        writer = csv.DictWriter(handle, fieldnames=existing or list(row), extrasaction="ignore", restval="")
+        if not existing:
             writer.writeheader()
         writer.writerow(row)
+
+
+def read_header(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return next(csv.reader(handle), [])
 
 
 def run_all(

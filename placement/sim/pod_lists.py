@@ -101,6 +101,7 @@ def published_unallocated(path: Path) -> dict[str, dict[str, float]]:
     start = next((n for n, line in enumerate(lines) if _ALL_LISTS_HEADER in line), None)
     if start is None or start + 1 >= len(lines):
         raise TraceError(f"{path}: no {_ALL_LISTS_HEADER!r} table")
+    # The file's header runs two names together ("DotProdGpuClustering"): the columns are fixed-width.
     policies = lines[start + 1].replace("GpuClustering", " GpuClustering ").split()[1:]
     table: dict[str, dict[str, float]] = {}
     for line in lines[start + 2 :]:

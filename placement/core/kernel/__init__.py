@@ -135,7 +135,7 @@ def enable(*, max_rows: int | None = None, allow_jit: bool = True, ahead_of_time
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"the compiled kernel's row limit must be at least 1, not {max_rows}")
     started = time.perf_counter()
-    built, not_built = _ahead_of_time() if ahead_of_time else (None, None)
+    built, not_built = built_ahead_of_time() if ahead_of_time else (None, None)
     reasons = [] if not_built is None else [f"not built ahead of time ({not_built})"]
     if built is not None:
         kernel, failure = _loaded(built, max_rows, AHEAD_OF_TIME)
@@ -165,7 +165,7 @@ def active() -> str | None:
     return None if kernel is None else kernel.source
 
 
-def _ahead_of_time() -> tuple[CheckedModule | None, str | None]:
+def built_ahead_of_time() -> tuple[CheckedModule | None, str | None]:
     """The module ``ahead_of_time`` built, when it was built from the rules in ``compiled.py``; else why not."""
     from placement.core.kernel import ahead_of_time  # noqa: PLC0415 - numpy only; not at import (see above)
 

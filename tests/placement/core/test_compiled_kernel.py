@@ -63,7 +63,7 @@ def kernel_source(request: pytest.FixtureRequest) -> Iterator[str]:
     ``python -m placement.core.kernel.ahead_of_time``, as .ci/run does)."""
     SOURCE.ahead_of_time = request.param == kernel.AHEAD_OF_TIME
     if SOURCE.ahead_of_time:
-        _, not_built = kernel._ahead_of_time()
+        _, not_built = kernel.built_ahead_of_time()
         if not_built is not None:
             pytest.skip(f"the kernel is not built ahead of time: {not_built}")
     yield str(request.param)

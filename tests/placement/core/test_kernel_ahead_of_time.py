@@ -23,7 +23,7 @@ def numpy_path_after() -> Iterator[None]:
 
 
 def _require_built() -> None:
-    _, not_built = kernel._ahead_of_time()
+    _, not_built = kernel.built_ahead_of_time()
     if not_built is not None:
         pytest.skip(f"the kernel is not built ahead of time: {not_built}")
 
@@ -80,7 +80,7 @@ def test_a_build_that_fails_is_one_line(capsys: pytest.CaptureFixture[str], tmp_
 
 def test_an_array_of_another_dtype_is_refused_not_read() -> None:
     _require_built()
-    module, _ = kernel._ahead_of_time()
+    module, _ = kernel.built_ahead_of_time()
     assert module is not None
     rows = np.zeros(1, dtype=np.int64)
     wrong = (rows, np.ones(1, dtype=np.int64), *([None] * 22))  # numa_count must be int8

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.sim_variants import main
+from benchmarks.sim_variants import _append, main
 from placement.sim.trace import DEFAULT_NODE_LIST, TRACE_DIR, shared_data_dir
 from tests.conftest import require_shared
 
@@ -63,3 +63,14 @@ def test_the_papers_lists_are_derived_where_missing_and_tabled_beside_the_publis
         assert plotted == []
     else:
         assert plotted == ["sim-variant-cpu050.png", "sim-variant-default.png"]
+
+
+def test_a_runs_file_begun_without_curves_keeps_its_columns(tmp_path: Path) -> None:
+
+    runs = tmp_path / "runs.csv"
+    runs.write_text("variant,policy,seed,unallocated_at_100\ndefault,random,0,13.5\n")
+    _append(runs, {"variant": "default", "policy": "random", "seed": "1", "unallocated_at_100": "13.9", "numa": "True"})
+    with runs.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["seed"], r["unallocated_at_100"]) for r in rows] == [("0", "13.5"), ("1", "13.9")]
+    assert all(None not in r for r in rows)  # no field spilled past the header
