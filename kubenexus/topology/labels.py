@@ -30,10 +30,12 @@ GPU_MEMORY_KEY = f"{GPU_PREFIX}memory"  # MiB per GPU, the smallest GPU's
 NVLINK_DOMAIN_KEY = f"{GPU_PREFIX}nvlink-domain"
 FABRIC_CLIQUE_KEY = f"{GPU_PREFIX}fabric-clique"
 MODEL_KEY = f"{TOPOLOGY_PREFIX}model"
-# Set by the cluster's operators, never by the agent: a node's rack (a topology level, docs/gang.md). The
-# agent leaves it alone although it is under a prefix the agent owns.
+# Set by the cluster's operators, never by the agent: a node's rack and block (topology levels, docs/gang.md;
+# Kueue's Topology names them too, docs/kueue.md). The agent leaves them alone although they are under a prefix
+# the agent owns.
 RACK_KEY = f"{TOPOLOGY_PREFIX}rack"
-OPERATORS_KEYS = frozenset({RACK_KEY})
+BLOCK_KEY = f"{TOPOLOGY_PREFIX}block"
+OPERATORS_KEYS = frozenset({RACK_KEY, BLOCK_KEY})
 MODEL_ENCODING_KEY = f"{TOPOLOGY_PREFIX}model-encoding"
 
 ENCODING_JSON = "json"

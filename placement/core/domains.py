@@ -9,7 +9,7 @@ first; the defaults (docs/gang.md, "Topology constraints", cites where each key 
             Discovery), network.topology.nvidia.com/accelerator (Topograph)
     rack    topology.kubenexus.io/rack (ours), network.topology.nvidia.com/leaf and .../block (Topograph,
             today's and the earlier name of the switch tier next to the nodes)
-    block   network.topology.nvidia.com/spine (Topograph)
+    block   topology.kubenexus.io/block (ours), network.topology.nvidia.com/spine (Topograph)
     zone    topology.kubernetes.io/zone
 
 A constraint names a level (``DomainConstraint.level``): a configured level's name, or a node label key
@@ -53,6 +53,7 @@ from placement.core.gang_plan import (
 from placement.core.vocabulary import IntArray, NodeArrays
 
 RACK_KEY = f"{TOPOLOGY_PREFIX}rack"
+BLOCK_KEY = f"{TOPOLOGY_PREFIX}block"
 ZONE_KEY = "topology.kubernetes.io/zone"
 # GPU Feature Discovery's multi-node NVLink clique, "<ClusterUUID>.<CliqueID>" like ours
 # (NVIDIA/k8s-device-plugin internal/lm/imex.go).
@@ -69,7 +70,7 @@ NVLINK_LEVEL, RACK_LEVEL, ZONE_LEVEL = "nvlink", "rack", "zone"
 _DEFAULT_KEYS = {
     "nvlink": (FABRIC_CLIQUE_KEY, GFD_CLIQUE_KEY, TOPOGRAPH_ACCELERATOR_KEY),
     "rack": (RACK_KEY, TOPOGRAPH_LEAF_KEY, TOPOGRAPH_BLOCK_KEY),
-    "block": (TOPOGRAPH_SPINE_KEY,),
+    "block": (BLOCK_KEY, TOPOGRAPH_SPINE_KEY),
     "zone": (ZONE_KEY,),
 }
 # A level's name is what the required-topology and preferred-topology labels carry: a label value, kept

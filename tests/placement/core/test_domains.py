@@ -15,6 +15,7 @@ import pytest
 from kubenexus.topology.labels import FABRIC_CLIQUE_KEY, valid_label_key
 from placement.core.annotations import DEFAULT_TOPOLOGY_LEVELS
 from placement.core.domains import (
+    BLOCK_KEY,
     DEFAULT_LEVELS,
     GFD_CLIQUE_KEY,
     RACK_KEY,
@@ -51,11 +52,12 @@ def test_the_default_levels_are_nearest_first_with_ours_then_nvidia_keys() -> No
     assert [level.keys for level in DEFAULT_LEVELS.levels] == [
         (FABRIC_CLIQUE_KEY, GFD_CLIQUE_KEY, TOPOGRAPH_ACCELERATOR_KEY),
         (RACK_KEY, TOPOGRAPH_LEAF_KEY, TOPOGRAPH_BLOCK_KEY),
-        (TOPOGRAPH_SPINE_KEY,),
+        (BLOCK_KEY, TOPOGRAPH_SPINE_KEY),
         (ZONE_KEY,),
     ]
     assert FABRIC_CLIQUE_KEY == "gpu.kubenexus.io/fabric-clique"
     assert RACK_KEY == "topology.kubenexus.io/rack"
+    assert BLOCK_KEY == "topology.kubenexus.io/block"
     assert all(valid_label_key(key) for level in DEFAULT_LEVELS.levels for key in level.keys)
 
 
