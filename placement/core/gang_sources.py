@@ -1,9 +1,11 @@
 """Pod groups from the APIs operators create, read into one model: which group a pod joins, and what it asks.
 
-Five ways to define a gang, one internal model (``GroupDefinition``) for all of them::
+Six ways to define a gang, one internal model (``GroupDefinition``) for all of them::
 
     source                       the group's object                            how a pod joins
     kubenexus                    none: the pods' labels                        pod-group.scheduling.kubenexus.io/name
+    kueue.x-k8s.io               none: the pods' label or annotations (Kueue   kueue.x-k8s.io/pod-group-name
+                                 pod groups; size: pod-group-total-count)      (annotation, else label)
     scheduling.x-k8s.io          scheduler-plugins PodGroup (v1alpha1)         label scheduling.x-k8s.io/pod-group
     scheduling.volcano.sh        Volcano PodGroup (v1beta1)                    annotation scheduling.k8s.io/group-name
     scheduling.k8s.io            native PodGroup: v1beta1 or v1alpha3          spec.schedulingGroup.podGroupName
@@ -18,6 +20,10 @@ Upstream sources of each rule:
   ``getJobID`` in volcano pkg/scheduler/api/job_info.go); the group is ``namespace/annotation``.
 * scheduler-plugins reads the label ``scheduling.x-k8s.io/pod-group`` (``PodGroupLabel``,
   apis/scheduling/v1alpha1/types.go; ``util.GetPodGroupLabel``).
+* Kueue (v0.19.2) forms a pod group from plain pods naming it, its size in an annotation every member
+  carries (``placement.core.kueue`` cites the keys); Kueue admits the group by quota once that many pods
+  exist, and it is placed whole. Like our labels, no object defines it (``LABEL_DEFINED_SOURCES``,
+  ``label_group_definition``).
 * Kubernetes 1.35 (KEP-4671): ``Pod.spec.workloadRef`` names a Workload and one of its ``podGroups``; each
   distinct ``podGroupReplicaKey`` is a gang of its own. A pod group's ``policy`` is a union of ``basic``
   (each pod scheduled on its own: no gang) and ``gang`` (``minCount`` > 0 required); the API server's
@@ -46,9 +52,10 @@ labels, so the name must be a label value and must not collide across sources (`
 
 * our labels and scheduler-plugins: the label value itself (one namespace of names: a pod may carry both
   labels when they name the same group, ``placement.core.podgroup``);
-* Volcano ``volcano_<name>``, native PodGroup ``podgroup_<name>``, Workload
-  ``workload_<workload>_<podGroup>[_<replicaKey>]``: object names never contain ``_``, so these never
-  collide with each other; a label group named so is documented as reserved (docs/gang.md);
+* Volcano ``volcano_<name>``, native PodGroup ``podgroup_<name>``, Kueue ``kueue_<name>``, Workload
+  ``workload_<workload>_<podGroup>[_<replicaKey>]``: object names (and Kueue's group names, which its pod
+  webhook validates as object names) never contain ``_``, so these never collide with each other; a label
+  group named so is documented as reserved (docs/gang.md);
 * a name longer than 63 characters keeps its first characters and ends with ``_`` and 10 hex digits of the
   SHA-256 of the full name: stable across restarts and replicas.
 
@@ -64,7 +71,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubenexus.topology.labels import MAX_LABEL_VALUE, valid_dns_subdomain, valid_label_value
-from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.kueue import KUEUE_GROUP_NAME_KEY, KUEUE_GROUP_TOTAL_COUNT_KEY, kueue_group_name
 from placement.core.podgroup import DomainConstraint, GroupRef
 
 SOURCE_OURS = "kubenexus"
@@ -73,7 +81,10 @@ SOURCE_VOLCANO = "scheduling.volcano.sh"
 # Native PodGroups, whichever version the cluster serves: a pod names its PodGroup without a version.
 SOURCE_PODGROUP = "scheduling.k8s.io"
 SOURCE_WORKLOAD = "scheduling.k8s.io/v1alpha1"
-SOURCES = (SOURCE_OURS, SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP, SOURCE_WORKLOAD)
+SOURCE_KUEUE = "kueue.x-k8s.io"
+SOURCES = (SOURCE_OURS, SOURCE_SCHEDULER_PLUGINS, SOURCE_VOLCANO, SOURCE_PODGROUP, SOURCE_WORKLOAD, SOURCE_KUEUE)
+# The sources whose groups their pods define alone, no object: ``label_group_definition`` reads them.
+LABEL_DEFINED_SOURCES = (SOURCE_OURS, SOURCE_KUEUE)
 
 # Volcano's pod annotation naming the PodGroup (volcano.sh/apis scheduling/v1beta1 KubeGroupNameAnnotationKey).
 VOLCANO_GROUP_KEY = "scheduling.k8s.io/group-name"
@@ -82,13 +93,19 @@ VOLCANO_GROUP_KEY = "scheduling.k8s.io/group-name"
 # within one domain of DEFAULT_VOLCANO_TIERS[N - 1] (tier 1 is the closest hyperNode tier). Configurable.
 DEFAULT_VOLCANO_TIERS = ("rack", "block", "zone")
 
-# The prefix of each object source's group names; object names never contain "_".
-_NAME_PREFIX = {SOURCE_VOLCANO: "volcano", SOURCE_PODGROUP: "podgroup", SOURCE_WORKLOAD: "workload"}
+# The prefix of each source's group names but ours and scheduler-plugins'; their names never contain "_".
+_NAME_PREFIX = {
+    SOURCE_VOLCANO: "volcano",
+    SOURCE_PODGROUP: "podgroup",
+    SOURCE_WORKLOAD: "workload",
+    SOURCE_KUEUE: "kueue",
+}
 _DIGEST_CHARS = 10
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _OBJECT_NAME = "an object name: a lowercase DNS subdomain of at most 253 characters"
 _REPLICA_KEY = "a DNS label: at most 63 lowercase alphanumerics or '-'"
 _MIN_COUNT = "a positive integer, e.g. 8"
+_COUNT = re.compile(r"[+-]?[0-9]+")  # Go's strconv.Atoi, which Kueue parses its total count with
 _POLICY = "exactly one of basic: {} or gang: {minCount: N}"
 
 
@@ -192,6 +209,9 @@ def group_of(pod: Mapping[str, Any]) -> PodGroupKey | None:
     volcano_name = annotations.get(VOLCANO_GROUP_KEY)
     if volcano_name:  # Volcano reads a non-empty value only (getJobID)
         found.append(PodGroupKey(SOURCE_VOLCANO, namespace, _object_name(where, VOLCANO_GROUP_KEY, volcano_name)))
+    kueue_name = kueue_group_name(labels, annotations)
+    if kueue_name:
+        found.append(PodGroupKey(SOURCE_KUEUE, namespace, _object_name(where, KUEUE_GROUP_NAME_KEY, kueue_name)))
     if len(found) > 1:
         named = " and ".join(str(key) for key in found)
         raise GangSourceError(f"{where} joins more than one pod group ({named}); accepted: one group per pod")
@@ -207,6 +227,33 @@ def _workload_key(where: str, namespace: str, ref: Mapping[str, Any]) -> PodGrou
             f"{where}: invalid spec.workloadRef.podGroupReplicaKey {replica!r}; accepted: {_REPLICA_KEY}"
         )
     return PodGroupKey(SOURCE_WORKLOAD, namespace, name, pod_group, str(replica))
+
+
+# --- the groups their pods define ----------------------------------------------------------------------------
+
+
+def label_group_definition(key: PodGroupKey, members: Sequence[Mapping[str, Any]]) -> GroupDefinition:
+    """A group of ``LABEL_DEFINED_SOURCES`` from its members' Pod objects, who must agree on its size: ours
+    from the label ``MIN_AVAILABLE_KEY`` (every member's count when none sets it), Kueue's from the
+    annotation ``KUEUE_GROUP_TOTAL_COUNT_KEY``, which every member carries."""
+    where = f"pod group {key}"
+    kueue = key.source == SOURCE_KUEUE
+    place, count_key = ("annotations", KUEUE_GROUP_TOTAL_COUNT_KEY) if kueue else ("labels", MIN_AVAILABLE_KEY)
+    field = f"{place[:-1]} {count_key}"
+    stated = [_mapping(_mapping(member.get("metadata")).get(place)).get(count_key) for member in members]
+    if kueue and None in stated:
+        missing = _pod_name(members[stated.index(None)])
+        raise GangSourceError(f"{where}: {field} is missing on member {missing}; accepted: {_MIN_COUNT}")
+    values = sorted({str(value) for value in stated if value is not None})
+    if not values:
+        return GroupDefinition(key, len(members))  # our labels without min-available: every member
+    if len(values) > 1:
+        shown = ", ".join(repr(value) for value in values)
+        raise GangSourceError(f"{where}: members disagree about {field} ({shown}); accepted: one value for the group")
+    text = values[0]
+    if not _COUNT.fullmatch(text) or int(text) < 1:
+        raise GangSourceError(f"{where}: invalid {field} {text!r}; accepted: {_MIN_COUNT}")
+    return GroupDefinition(key, int(text))
 
 
 # --- the group objects ---------------------------------------------------------------------------------------
@@ -345,6 +392,11 @@ def _object_name(where: str, field: str, raw: object) -> str:
     if not valid_dns_subdomain(raw):
         raise GangSourceError(f"{where}: invalid {field} {raw!r}; accepted: {_OBJECT_NAME}")
     return raw
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    namespace, name = _namespaced_name(pod)
+    return f"{namespace}/{name}"
 
 
 def _namespaced_name(obj: Mapping[str, Any]) -> tuple[str, str]:

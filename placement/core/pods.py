@@ -42,6 +42,7 @@ from placement.core.gang_sources import GangSourceError
 from placement.core.gang_sources import group_of as gang_group_of
 from placement.core.gpu_annotations import parse_gpu_requirements
 from placement.core.intent import NumaIntentPolicy, PodIntent, parse_pod_intent
+from placement.core.kueue import kueue_admitted
 from placement.core.pod_constraints import (
     InvalidField,
     integer,
@@ -168,6 +169,7 @@ class PendingPod:
             group=group_of(self.namespace, self.labels),
             workload=workload_key(*self.controller, self.labels),
             uid=self.uid,
+            kueue_admitted=kueue_admitted(self.labels),
         )
 
     @property
@@ -685,6 +687,7 @@ def placed_pod(obj: Mapping[str, Any]) -> PlacedPod | None:
             group=_placed_group(obj, namespace, spec.labels),
             workload=workload_key(*spec.controller, spec.labels),
             uid=spec.uid,
+            kueue_admitted=kueue_admitted(spec.labels),
         )
     except InvalidField as error:
         raise PodParseError(f"pod {namespace}/{spec.name}: {error}") from None

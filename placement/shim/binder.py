@@ -27,10 +27,12 @@ again for a pod while the service holds its nominated node (``hold_seconds``), n
 for a group) is never a preemptor.
 
 Pods are grouped by ``placement.core.gang_sources.group_of``: our labels, scheduler-plugins' label,
-Volcano's annotation, a native PodGroup (``spec.schedulingGroup``) or Workload (``spec.workloadRef``). A
-group defined by an object takes its minimum, timeout and topology from it (``gang_directory``), waits
-while the object is missing, and has its progress written into the object's status (``group_status``);
-a basic-policy group's pods are placed one by one (docs/gang.md, "Gangs from the operators' APIs").
+Volcano's annotation, a native PodGroup (``spec.schedulingGroup``) or Workload (``spec.workloadRef``), a
+Kueue pod group (its name and total count on the pods). A group its pods define (ours, Kueue's) takes its
+minimum from them (``label_group_definition``). A group defined by an object takes its minimum, timeout
+and topology from it (``gang_directory``), waits while the object is missing, and has its progress written
+into the object's status (``group_status``); a basic-policy group's pods are placed one by one
+(docs/gang.md, "Gangs from the operators' APIs").
 
 Only the leader of the binder's Lease binds; the others keep their watch warm for a fast takeover.
 """
@@ -53,14 +55,20 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import (
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
-    MIN_AVAILABLE_KEY,
     RESERVED_NODE_KEY,
     InvalidValue,
     format_ids,
     parse_ids,
     pod_key,
 )
-from placement.core.gang_sources import SOURCE_OURS, GangSourceError, GroupDefinition, PodGroupKey, group_of
+from placement.core.gang_sources import (
+    LABEL_DEFINED_SOURCES,
+    GangSourceError,
+    GroupDefinition,
+    PodGroupKey,
+    group_of,
+    label_group_definition,
+)
 from placement.shim.claim_writer import ClaimWriteError, ClaimWriter
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import SCHEDULER_NAME
@@ -250,16 +258,19 @@ class Binder:
             self._bind_all([assignment])
 
     def _definition(self, key: PodGroupKey, members: Sequence[Json]) -> GroupDefinition | Unresolved:
-        """The group's definition: from its object, or for our labels from its members' min-available."""
-        if key.source != SOURCE_OURS:
+        """The group's definition: from its object, or for a group its pods define (our labels, Kueue's
+        pod group) from its members."""
+        if key.source not in LABEL_DEFINED_SOURCES:
             return self._groups.definition(key)
-        minimum = _min_available(members)
-        return Unresolved(minimum, warning=True) if isinstance(minimum, str) else GroupDefinition(key, minimum)
+        try:
+            return label_group_definition(key, members)
+        except GangSourceError as error:
+            return Unresolved(str(error), warning=True)
 
     def _report(self, definition: GroupDefinition, members: Sequence[Json]) -> None:
         """Write the group's progress into its object's status (``group_status``), where it has one."""
         key = definition.key
-        if key.source == SOURCE_OURS:
+        if key.source in LABEL_DEFINED_SOURCES:
             return
         if not any(_schedulable(member) for member in members) and sum(map(_bound, members)) >= definition.min_member:
             self._outcomes[key] = (GroupOutcome.PLACED, "")
@@ -553,10 +564,6 @@ class Binder:
 # --- pods ------------------------------------------------------------------------------------------------
 
 
-def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("labels") or {}
-
-
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return (pod.get("metadata") or {}).get("annotations") or {}
 
@@ -604,19 +611,6 @@ def _queue_order(pod: Mapping[str, Any]) -> tuple[int, str, str]:
 def _group_order(key: PodGroupKey, members: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, str, str], PodGroupKey]:
     """Groups in the order of their first member in ``_queue_order``."""
     return (min(_queue_order(member) for member in members), key)
-
-
-def _min_available(members: Sequence[Mapping[str, Any]]) -> int | str:
-    """The group's min-available (every member's count when no member says); a message when invalid."""
-    values = {_labels(m).get(MIN_AVAILABLE_KEY) for m in members} - {None}
-    if not values:
-        return len(members)
-    if len(values) > 1:
-        return f"members of the pod group disagree about {MIN_AVAILABLE_KEY}: {', '.join(sorted(map(str, values)))}"
-    (text,) = values
-    if not str(text).isdigit() or int(str(text)) < 1:
-        return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
-    return int(str(text))
 
 
 def _assignment(pod: Json, placement: pb.PodPlacement) -> Assignment:

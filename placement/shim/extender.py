@@ -16,8 +16,9 @@ kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extende
   pkg/scheduler/extender.go ``ProcessPreemption``); the extender keeps only the nodes where the service's
   exact model (``CheckEviction``: the kubelet's NUMA admission, the device plugin's GPU choice) lets the pod
   in once those victims are gone, their victims unchanged, and drops the others, so kube-scheduler never
-  evicts for room the kubelet would still refuse. With ``nodeCacheCapable: true`` the victims come as
-  ``{Pods: [{UID}], NumPDBViolations}``; full pods (``NodeNameToVictims``) are read too. The answer is
+  evicts for room the kubelet would still refuse, nor a pod Kueue admitted (Kueue evicts those). With
+  ``nodeCacheCapable: true`` the victims come as ``{Pods: [{UID}], NumPDBViolations}``; full pods
+  (``NodeNameToVictims``) are read too. The answer is
   always MetaVictims (UIDs), as kube-scheduler expects. A node with no victims is dropped (kube-scheduler
   refuses such an answer: "expected at least one victim pod on node"). The service unreachable: a 503, so
   kube-scheduler's preemption fails this cycle rather than evict unchecked (``ignorable: false``).
@@ -29,8 +30,9 @@ kube-scheduler POSTs JSON with capitalised keys (``k8s.io/kube-scheduler/extende
   kube-scheduler retries them), so a group never binds in part.
 
 Pod groups come from every gang API, as in the binder: membership by ``gang_sources.group_of`` (our labels,
-scheduler-plugins' label, Volcano's annotation, ``spec.schedulingGroup``, ``spec.workloadRef``); the minimum
-from our ``min-available`` label, or from the group's object read by a ``GangDirectory`` (started by
+scheduler-plugins' label, Volcano's annotation, ``spec.schedulingGroup``, ``spec.workloadRef``, Kueue's pod
+group name); the minimum from our ``min-available`` label or Kueue's ``pod-group-total-count`` annotation
+(``gang_sources.label_group_definition``), or from the group's object read by a ``GangDirectory`` (started by
 ``start``); the timeout from the object (scheduler-plugins' ``scheduleTimeoutSeconds``) or ``gang_timeout_s``,
 never longer than ``max_hold_s``: kube-scheduler gives up on a bind call after its extender ``httpTimeout``
 (the ``http.Client`` timeout of pkg/scheduler/extender.go ``NewHTTPExtender``) and would schedule the pod
@@ -62,18 +64,19 @@ from placement.core.annotations import (
     ASSIGNED_CELLS_KEY,
     ASSIGNED_GPUS_KEY,
     GROUP_NAME_KEY,
-    MIN_AVAILABLE_KEY,
     RESERVED_NODE_KEY,
     SCHEDULER_PLUGINS_KEY,
     format_ids,
 )
 from placement.core.gang_sources import (
+    LABEL_DEFINED_SOURCES,
     SOURCE_OURS,
     SOURCE_SCHEDULER_PLUGINS,
     GangSourceError,
     GroupDefinition,
     PodGroupKey,
     group_of,
+    label_group_definition,
 )
 from placement.shim.client import PlacementClient, ServiceError
 from placement.shim.flags import DEFAULT_GANG_TIMEOUT_S, DEFAULT_MAX_GANG_HOLD_S, SCHEDULER_NAME
@@ -104,8 +107,9 @@ _UNRESOLVABLE = frozenset(
         pb.REJECTION_KIND_NODE_CONSTRAINT,
     }
 )
-# The label that narrows the listing of a group's members, for the sources that pods join by a label; the
-# others (an annotation, a spec field) cannot be selected by the API server and are filtered here.
+# The label that narrows the listing of a group's members, for the sources that pods join by a label only; the
+# others (an annotation, a spec field; Kueue's group name, an annotation or else a label) cannot be selected
+# by the API server and are filtered here.
 _MEMBER_LABEL = {SOURCE_OURS: GROUP_NAME_KEY, SOURCE_SCHEDULER_PLUGINS: SCHEDULER_PLUGINS_KEY}
 
 
@@ -282,12 +286,11 @@ class Extender:
             return str(error)
         if key is None:
             return None
-        if key.source == SOURCE_OURS:
-            labels: Mapping[str, str] = (pod.get("metadata") or {}).get("labels") or {}
-            text = labels.get(MIN_AVAILABLE_KEY, "1")
-            if not text.isdigit() or int(text) < 1:
-                return f"invalid {MIN_AVAILABLE_KEY} {text!r}: must be a positive integer"
-            return GroupDefinition(key, int(text))
+        if key.source in LABEL_DEFINED_SOURCES:
+            try:
+                return label_group_definition(key, [pod])  # ours without min-available: a group of one
+            except GangSourceError as error:
+                return str(error)
         definition = self._directory.definition(key)
         if isinstance(definition, Unresolved):
             return definition.message

@@ -11,6 +11,9 @@ pod's NUMA intent), then the kubelet's Topology Manager admission and the device
 * **Victims** are named by namespace/name or by metadata.uid (kube-scheduler's ``MetaPod`` carries only the
   uid). Only the pods the index holds on that node count: a victim it does not know there charges nothing
   in its model, so its eviction frees nothing either, and the verdict is the one without it.
+* **Kueue**: a candidate with a victim Kueue admitted (``PlacedPod.kueue_admitted``) is refused: Kueue evicts
+  the pods it admitted, by quota, and kube-scheduler's preemption must not (as the service's own:
+  ``placement.state.preemption_search``).
 * **Constraints** (``ClusterIndex.judge``): a refusal eviction cannot lift (unknown node, no topology, node
   selector or affinity, taints, cordon, readiness) refuses the node. A refusal by placed pods (host ports,
   inter-pod anti-affinity, topology spread) is left to kube-scheduler, which re-ran those same plugins with
@@ -30,6 +33,7 @@ import numpy as np
 from placement.core.constraints.context import PodInCluster
 from placement.core.decision import NodePlan, plan_on_node
 from placement.core.feasibility import filter_nodes
+from placement.core.kueue import KUEUE_EVICTS_ITS_OWN
 from placement.core.pods import PendingPod
 from placement.core.preemption_rules import EvictionCandidate, EvictionVerdict
 from placement.core.vocabulary import PodDemand, Rejected, RejectionKind, demand_of
@@ -38,6 +42,7 @@ from placement.state.dra_verdicts import NOT_ON_NODE, PodWithDevices
 from placement.state.eviction_devices import ClaimsAfterEviction
 
 Key = tuple[str, str]
+_SHOWN = 5  # Kueue's victims named in a refusal; the rest are counted
 _UNKNOWN_NODE = Rejected("node unknown to the placement service (no topology report)", RejectionKind.UNKNOWN_NODE)
 
 
@@ -75,6 +80,11 @@ def _refusal(
         message = f"{NOT_ON_NODE.message} (ResourceClaims {devices.allocated_names()} are allocated already)"
         return Rejected(message, NOT_ON_NODE.kind)
     gone, unknown = _victims_on(index, candidate)
+    kueue = sorted("/".join(key) for key in gone if (placed := index.facts.pod(*key)) and placed.kueue_admitted)
+    if kueue:
+        named = ", ".join(kueue[:_SHOWN]) + (f" and {len(kueue) - _SHOWN} more" if len(kueue) > _SHOWN else "")
+        message = f"victim(s) {named} were admitted by Kueue: {KUEUE_EVICTS_ITS_OWN}"
+        return Rejected(message, RejectionKind.POD_CONSTRAINT)  # placed pods in the way; other victims may do
     plan: NodePlan | Rejected = plan_without(index, slot, pod, demand_of(pod.pod), gone)
     if isinstance(plan, NodePlan):
         fit = None if devices is None else devices.fit(index, slot, plan, gone)

@@ -213,7 +213,7 @@ class NodeFacts:
 @dataclass(frozen=True)
 class PlacedPod:
     """What the inter-pod plugins and NodePorts read of a pod already bound to (or reserved on) a node, and
-    what preemption reads of it (its priority, its group)."""
+    what preemption reads of it (its priority, its group, whether Kueue admitted it)."""
 
     namespace: str
     name: str
@@ -226,3 +226,4 @@ class PlacedPod:
     group: str = ""  # "namespace/name" of the pod group it belongs to: evicted whole, never in part
     workload: str = ""  # "Kind/name" of its controller's workload (Deployment, StatefulSet, ...): what services spread
     uid: str = ""  # metadata.uid: how kube-scheduler's extender preemption names a victim (MetaPod.UID)
+    kueue_admitted: bool = False  # Kueue admitted it (placement.core.kueue): Kueue evicts it, never preemption here

@@ -49,6 +49,7 @@ from placement.state.preemption_search.victim_units import (
     _gpus_without,
     _in_bound_order,
     _Judge,
+    _kueue_in_the_way,
     _nothing_suffices,
     _reason,
     _victims,
@@ -100,7 +101,8 @@ def _preempt_for_gang(
         if rows.size == 0:
             return NoPreemption(f"no candidate node of {who} carries a label of its {level.describe()}")
     # Bound by the least any member asks of each resource: only a node that can take no member is left out.
-    order = _in_bound_order(judge, rows, _least_asked(members))
+    least_asked = _least_asked(members)
+    order = _in_bound_order(judge, rows, least_asked)
     # Nodes to find before choosing: enough for two full gangs' worth of options, at least GANG_SAMPLE.
     wanted = min(max(2 * need, GANG_SAMPLE), len(rows))
     options: list[_NodeOption] = []
@@ -141,7 +143,8 @@ def _preempt_for_gang(
         if covered[code] >= need:
             chosen = _choose(options, need, domain, judge, gpus_each) or chosen
     if chosen is None:
-        reason = _nothing_suffices(who, len(order), kubelet_refusals, "")
+        kueue = _kueue_in_the_way(judge, rows, least_asked, len(order))
+        reason = _nothing_suffices(who, len(order), kubelet_refusals, "", kueue=kueue)
         if device_refusal:
             reason += f"; its members' ResourceClaims do not fit even with them all gone, {device_refusal}"
         if level is not None:

@@ -37,6 +37,7 @@ from placement.state.preemption_search.victim_units import (
     Preemption,
     _in_bound_order,
     _Judge,
+    _kueue_in_the_way,
     _nothing_suffices,
     _reason,
     _victims,
@@ -110,7 +111,8 @@ def _preempt_for_pod(judge: _Judge, pod: PendingPod, rows: IntArray) -> Preempti
         if best is None or key < best[0]:
             best = (key, name, victims)
     if best is None:
-        reason = _nothing_suffices(who, len(order), kubelet_refusals, refused_by_budget)
+        kueue = _kueue_in_the_way(judge, rows, demand.node_requests, len(order))
+        reason = _nothing_suffices(who, len(order), kubelet_refusals, refused_by_budget, kueue=kueue)
         if device_refusal and not refused_by_budget:
             reason = f"{reason}; its ResourceClaims do not fit even with them all gone, {device_refusal}"
         return NoPreemption(reason)

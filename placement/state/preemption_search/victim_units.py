@@ -1,5 +1,9 @@
 """What a preemption search weighs: victim units (a pod, or a whole pod group) per node, the disruption
 budgets, the candidate nodes in the order of a cheap bound, and the answers' words.
+
+Who evicts what: a pod Kueue admitted (``PlacedPod.kueue_admitted``) is Kueue's to evict, by quota; it is
+never a victim here, nor is a unit holding one, and it frees nothing in the bound. A pod Kueue admitted may
+still preempt others. Where that leaves no preemption, the answer says so.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import numpy as np
 
 from placement.core.constraints.constraint_types import PlacedPod
 from placement.core.gang_plan import NodeGpus
+from placement.core.kueue import KUEUE_EVICTS_ITS_OWN
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.preemption_rules import (
     DisruptionBudget,
@@ -84,11 +89,13 @@ class _Judge:
     budgets: tuple[DisruptionBudget, ...]
     now: float
     tier: TierOf | None
+    kueue_spared: bool = False  # a unit of lower priority was passed over because Kueue admitted a pod of it
     _groups: dict[str, list[Key]] | None = None
     _units: dict[str, Unit | None] | None = None
 
     def units_on(self, name: str) -> list[Unit]:
-        """The evictable units with a pod on node ``name``: lower priority, bound, every member known."""
+        """The evictable units with a pod on node ``name``: lower priority, bound, every member known, none
+        admitted by Kueue."""
         if self._units is None:
             self._units = {}
         units: dict[str, Unit] = {}
@@ -112,8 +119,8 @@ class _Judge:
         if not placed.group:
             if placed.priority >= self.priority:
                 return None
-            return Unit(group="", pods=(_unit_pod(placed, usage),))
-        members = []
+            return self._unless_kueue(Unit(group="", pods=(_unit_pod(placed, usage),)), [placed])
+        members, placed_members = [], []
         for key in self._members(placed.group):
             member = self.index.facts.pod(*key)
             held = self.index.pod(*key)
@@ -123,7 +130,19 @@ class _Judge:
             if member.priority >= self.priority or not bound:
                 return None  # a member the preemptor may not evict, or one in flight: the gang stays whole
             members.append(_unit_pod(member, member_usage))
-        return Unit(group=placed.group, pods=tuple(sorted(members, key=lambda p: p.key))) if members else None
+            placed_members.append(member)
+        if not members:
+            return None
+        return self._unless_kueue(
+            Unit(group=placed.group, pods=tuple(sorted(members, key=lambda p: p.key))), placed_members
+        )
+
+    def _unless_kueue(self, unit: Unit, pods: Sequence[PlacedPod]) -> Unit | None:
+        """The unit, or None when Kueue admitted a pod of it (Kueue evicts those: module docstring)."""
+        if any(pod.kueue_admitted for pod in pods):
+            self.kueue_spared = True
+            return None
+        return unit
 
     def _members(self, group: str) -> list[Key]:
         if self._groups is None:
@@ -192,11 +211,12 @@ _NO_VICTIMS = -(2**31)
 
 
 def _in_bound_order(
-    judge: _Judge, rows: IntArray, node_requests: Sequence[tuple[str, float]]
+    judge: _Judge, rows: IntArray, node_requests: Sequence[tuple[str, float]], *, kueue_too: bool = False
 ) -> list[tuple[_Bound, str, int]]:
     """The nodes some eviction may open to a pod asking ``node_requests``, cheapest bound first.
 
-    Per node, vectorised over every pod of lower priority: the lowest priority p such that, with every such
+    Per node, vectorised over every pod of lower priority but those Kueue admitted (``kueue_too``: those
+    too, to tell whether only they stand in the way): the lowest priority p such that, with every such
     pod of priority <= p gone, the node's free node-level amounts hold the pod (a GPU share gone counting
     as the GPUs it shares freed whole: an upper bound). The exact check can only
     refuse more (and a pod's unit, its whole gang, has a priority >= its own), so no candidate on the node
@@ -213,13 +233,14 @@ def _in_bound_order(
     free = arrays.node_free[np.array(columns, dtype=np.int64)][:, rows].T  # [nodes, resources]
     node_names = index.names_of(rows)
     priority_of = index.facts.pod_priorities()
+    spared = frozenset() if kueue_too else index.facts.kueue_admitted_pods()
     positions: list[int] = []
     priorities: list[int] = []
     requests: list[list[float]] = []
     freed_by: dict[tuple[PodDemand, int], list[float]] = {}  # pods share a handful of shapes
     for position, usage in index.bound_pods(rows):
         pod_priority = priority_of.get(usage.key)
-        if pod_priority is None or pod_priority >= judge.priority:
+        if pod_priority is None or pod_priority >= judge.priority or usage.key in spared:
             continue
         shape = (usage.demand, len(usage.gpus))
         freed = freed_by.get(shape)
@@ -296,11 +317,34 @@ def _reason(who: str, victims: Sequence[Unit], nodes: Sequence[str], why: str) -
     )
 
 
-def _nothing_suffices(who: str, judged: int, kubelet_refusals: Sequence[str], refused_by_budget: str) -> str:
+def _kueue_in_the_way(judge: _Judge, rows: IntArray, node_requests: Sequence[tuple[str, float]], judged: int) -> bool:
+    """Whether pods Kueue admitted kept preemption from freeing room: passed over on a node judged, or with
+    no node judged, the only pods whose eviction might open one."""
+    if judged:
+        return judge.kueue_spared
+    return bool(judge.index.facts.kueue_admitted_pods()) and bool(
+        _in_bound_order(judge, rows, node_requests, kueue_too=True)
+    )
+
+
+def _nothing_suffices(
+    who: str, judged: int, kubelet_refusals: Sequence[str], refused_by_budget: str, *, kueue: bool = False
+) -> str:
+    """Why no preemption; ``kueue``: pods Kueue admitted stood in the way (``_kueue_in_the_way``)."""
     if judged == 0:
+        if kueue:
+            return (
+                f"no preemption for {who}: only evicting pods admitted by Kueue might free enough room, and "
+                f"{KUEUE_EVICTS_ITS_OWN}"
+            )
         return f"{who} fits on no node even with every lower-priority pod evicted: too few resources in all"
     if refused_by_budget:
         return f"no preemption for {who}: {refused_by_budget}"
+    if kueue:  # before the kubelet's refusals: those were judged with the pods Kueue admitted kept
+        return (
+            f"no preemption for {who}: no set of lower-priority pods Kueue did not admit frees enough room "
+            f"({KUEUE_EVICTS_ITS_OWN})"
+        )
     if kubelet_refusals:
         shown = ", ".join(kubelet_refusals[:_SHOWN])
         return (

@@ -154,7 +154,8 @@ class FactsState:
         self._slot_of: dict[str, int] = {}
         # Placed pods: those on slotted nodes in a dense list with their slots, the others by key and node.
         self._placed: list[PlacedPod] = []
-        self._priorities: tuple[int, dict[tuple[str, str], int]] | None = None  # (pods version, priorities)
+        # (pods version, every pod's priority, the pods Kueue admitted): what preemption reads of all pods.
+        self._preemption_cache: tuple[int, dict[PodKey, int], frozenset[PodKey]] | None = None
         self._placed_slots: IntArray = np.zeros(_MIN_PLACED, dtype=np.int64)
         self._position: dict[PodKey, int] = {}  # key -> index into ``_placed``
         self._unslotted: dict[PodKey, PlacedPod] = {}
@@ -204,13 +205,22 @@ class FactsState:
         with self.lock:
             return self._placed, self._placed_slots[: len(self._placed)]
 
-    def pod_priorities(self) -> Mapping[tuple[str, str], int]:
+    def pod_priorities(self) -> Mapping[PodKey, int]:
         """Every pod's priority by key (what preemption compares), kept until a pod changes."""
+        return self._preemption_reads()[1]
+
+    def kueue_admitted_pods(self) -> frozenset[PodKey]:
+        """The pods Kueue admitted (``PlacedPod.kueue_admitted``: only Kueue evicts them), kept likewise."""
+        return self._preemption_reads()[2]
+
+    def _preemption_reads(self) -> tuple[int, dict[PodKey, int], frozenset[PodKey]]:
         with self.lock:
-            if self._priorities is None or self._priorities[0] != self._pods_version:
-                pods = itertools.chain(self._placed, self._unslotted.values())
-                self._priorities = (self._pods_version, {(p.namespace, p.name): p.priority for p in pods})
-            return self._priorities[1]
+            if self._preemption_cache is None or self._preemption_cache[0] != self._pods_version:
+                pods = list(itertools.chain(self._placed, self._unslotted.values()))
+                priorities = {(p.namespace, p.name): p.priority for p in pods}
+                kueue = frozenset((p.namespace, p.name) for p in pods if p.kueue_admitted)
+                self._preemption_cache = (self._pods_version, priorities, kueue)
+            return self._preemption_cache
 
     def grow(self, capacity: int) -> None:
         """The index holds ``capacity`` slots now (it only grows)."""

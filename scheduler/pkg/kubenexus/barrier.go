@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -32,11 +31,11 @@ type heldPlacement struct {
 	placement *placementv1.PodPlacement
 }
 
-// gangKey is the book's key of a member of a group by the project's labels: "namespace/name" ("" for a lone
-// pod), as the service names the group.
+// gangKey is the book's key of a group member: "namespace/name" as the service names the group ("" for a
+// lone pod, and for one naming two groups, which PreFilter refuses).
 func gangKey(pod *v1.Pod) string {
-	if group := groupOf(pod); group != "" {
-		return pod.Namespace + "/" + group
+	if group, err := groupOf(pod); err == nil && group != nil {
+		return pod.Namespace + "/" + group.name
 	}
 	return ""
 }
@@ -145,18 +144,20 @@ func (p *Plugin) stale(key string) []string {
 }
 
 // pastReserve counts the group's members bound or past Reserve here (this pod included) and says how many the
-// group needs: the service's minimum, else the min-available label, else every member listed.
+// group needs: the service's minimum, else the pod's (min-available label, Kueue's total count), else every
+// member listed.
 func (p *Plugin) pastReserve(pod *v1.Pod, key string, minimum int32) (int, int) {
 	counted := map[types.UID]bool{pod.UID: true}
 	needed := int(minimum)
-	if needed <= 0 {
-		needed = int(minMember(pod))
-	}
 	var listed []*v1.Pod
-	if p.pods != nil {
-		selector := labels.SelectorFromSet(labels.Set{groupNameLabel: groupOf(pod)})
-		if found, err := p.pods.Pods(pod.Namespace).List(selector); err == nil {
-			listed = found
+	if group, err := groupOf(pod); err == nil && group != nil {
+		if needed <= 0 {
+			needed = int(group.minimum)
+		}
+		if p.pods != nil {
+			if found, err := group.list(p.pods, pod.Namespace); err == nil {
+				listed = found
+			}
 		}
 	}
 	if needed <= 0 {

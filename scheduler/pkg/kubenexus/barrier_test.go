@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -139,5 +140,23 @@ func TestPermitReadsAReleaseNoticeOlderThanThisCyclesPlanAndAsksAgain(t *testing
 				t.Errorf("PermitStatus asked %d times, want %d", len(tt.answers)-left, tt.calls)
 			}
 		})
+	}
+}
+
+func TestPermitCountsAKueueGroupByItsLabel(t *testing.T) {
+	plugin := &Plugin{groups: map[types.UID]string{}, gangs: map[string]*gangBook{}}
+	pod := kueueMember("train-0", "train", "4", "")
+	plugin.pods = podLister(t, pod,
+		kueueMember("train-1", "train", "4", "n1"),                  // bound
+		kueueMember("train-2", "train", "4", ""),                    // pending
+		member("ours-0", "train", "3", "n1", "kubenexus-scheduler"), // our group of the same label value, bound
+	)
+	key := gangKey(pod)
+	if key != "ml/kueue_train" {
+		t.Fatalf("gangKey %q, want ml/kueue_train", key)
+	}
+	// The service gives no minimum: the total-count annotation's; train-0 and the bound train-1 are counted.
+	if present, needed := plugin.pastReserve(pod, key, 0); present != 2 || needed != 4 {
+		t.Errorf("got %d of %d, want 2 of 4", present, needed)
 	}
 }

@@ -2,14 +2,19 @@ package kubenexus
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	placementv1 "kubenexus.io/scheduler/api/placement/v1"
@@ -22,11 +27,61 @@ const (
 	minAvailableLabel = "pod-group.scheduling.kubenexus.io/min-available"
 )
 
+// A Kueue pod group of plain pods (sigs.k8s.io/kueue pkg/controller/jobs/pod/constants/constants.go,
+// GroupNameAnnotation, GroupNameLabel and GroupTotalCountAnnotation): its name, and how many pods it has, all
+// placed together. The name is an annotation when set, else a label of the same key, as Kueue reads it
+// (pkg/util/pod/pod.go GetPodGroupName; it writes only the annotation itself); placement/core/kueue.py reads it
+// the same way.
+const (
+	kueueGroupLabel           = "kueue.x-k8s.io/pod-group-name"
+	kueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
+)
+
+// A service group name longer than a label value ends with "_" and this many hex digits of its SHA-256.
+const groupDigestChars = 10
+
+// groupRef is the group a pod joins: the name the service knows it by, the key that names it on its members
+// (our label, or Kueue's annotation or label) and the name there, and its minimum (0 when not given as a
+// positive integer: the service then refuses the group with the reason).
+type groupRef struct {
+	name       string
+	labelKey   string
+	labelValue string
+	minimum    int32
+}
+
+// list is the group's pods in the namespace, from kube-scheduler's pod informer: ours by a label selector;
+// Kueue's by the name each pod gives, which may be an annotation (no selector reaches it).
+func (g *groupRef) list(pods corelisters.PodLister, namespace string) ([]*v1.Pod, error) {
+	if g.labelKey != kueueGroupLabel {
+		return pods.Pods(namespace).List(labels.SelectorFromSet(labels.Set{g.labelKey: g.labelValue}))
+	}
+	all, err := pods.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	found := make([]*v1.Pod, 0, len(all))
+	for _, pod := range all {
+		if kueueGroupOf(pod) == g.labelValue {
+			found = append(found, pod)
+		}
+	}
+	return found, nil
+}
+
+// kueueGroupOf is the name of the Kueue pod group the pod joins ("" for none): the annotation, else the label.
+func kueueGroupOf(pod *v1.Pod) string {
+	if name := pod.Annotations[kueueGroupLabel]; name != "" {
+		return name
+	}
+	return pod.Labels[kueueGroupLabel]
+}
+
 // preFilterGang plans the pod's whole group at once (PlaceGang: every member's node, cells and GPUs, within
 // the group's topology constraints, reserved together) and narrows this member's cycle to its planned node.
 // A group that does not fit waits as a whole: no member is placed alone.
-func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v1.Pod, group string) (*fwk.PreFilterResult, *fwk.Status) {
-	key := pod.Namespace + "/" + group
+func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v1.Pod, group *groupRef) (*fwk.PreFilterResult, *fwk.Status) {
+	key := pod.Namespace + "/" + group.name
 	podGroup, status := p.pendingGroup(pod, group)
 	if status != nil {
 		return nil, status
@@ -71,20 +126,20 @@ func (p *Plugin) preFilterGang(ctx context.Context, state fwk.CycleState, pod *v
 // as coscheduling's PreFilter answers it (members arrive one by one; a member's arrival requeues the others,
 // the plugin registering no narrower events than kube-scheduler's default; evicting pods would not bring
 // them).
-func (p *Plugin) pendingGroup(pod *v1.Pod, group string) (*placementv1.PodGroup, *fwk.Status) {
+func (p *Plugin) pendingGroup(pod *v1.Pod, group *groupRef) (*placementv1.PodGroup, *fwk.Status) {
 	members, bound, err := p.groupMembers(pod, group)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	minimum := minMember(pod)
+	minimum := group.minimum
 	if present := len(members) + bound; present < int(minimum) {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s/%s waits for its members: %d of %d present", pod.Namespace, group, present, minimum))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s/%s waits for its members: %d of %d present", pod.Namespace, group.name, present, minimum))
 	}
 	// The service holds the group's reservation as long as a member may wait at Permit here: a shorter hold
 	// would release it under waiting members, and the group would be planned again.
 	holdFor := int32(math.Ceil(p.args.PermitTimeout.Seconds()))
 	podGroup := &placementv1.PodGroup{
-		Namespace: pod.Namespace, Name: group, MinMember: max(0, minimum-int32(bound)), MembersJson: make([]string, 0, len(members)),
+		Namespace: pod.Namespace, Name: group.name, MinMember: max(0, minimum-int32(bound)), MembersJson: make([]string, 0, len(members)),
 		ScheduleTimeoutSeconds: &holdFor,
 	}
 	for _, member := range members {
@@ -97,27 +152,54 @@ func (p *Plugin) pendingGroup(pod *v1.Pod, group string) (*placementv1.PodGroup,
 	return podGroup, nil
 }
 
-// groupOf is the name of the pod's group by the project's labels ("" for a lone pod).
-func groupOf(pod *v1.Pod) string {
-	return pod.Labels[groupNameLabel]
+// groupOf is the group the pod joins (nil for a lone pod), by the project's labels or Kueue's, as
+// placement/core/gang_sources.py group_of reads them; a pod naming both is refused, as there.
+func groupOf(pod *v1.Pod) (*groupRef, error) {
+	ours, kueue := pod.Labels[groupNameLabel], kueueGroupOf(pod)
+	switch {
+	case ours != "" && kueue != "":
+		return nil, fmt.Errorf("pod %s/%s joins more than one pod group (label %s=%s and Kueue's %s=%s); accepted: one group per pod",
+			pod.Namespace, pod.Name, groupNameLabel, ours, kueueGroupLabel, kueue)
+	case ours != "":
+		return &groupRef{name: ours, labelKey: groupNameLabel, labelValue: ours, minimum: positiveInt32(pod.Labels[minAvailableLabel])}, nil
+	case kueue != "":
+		return &groupRef{
+			name: kueueGroupName(kueue), labelKey: kueueGroupLabel, labelValue: kueue,
+			minimum: positiveInt32(pod.Annotations[kueueTotalCountAnnotation]),
+		}, nil
+	}
+	return nil, nil
 }
 
-// minMember is the min-available label's value; 0 (every member) when absent or not a positive integer, which
-// the service then refuses with the reason naming the label.
-func minMember(pod *v1.Pod) int32 {
-	value, err := strconv.ParseInt(pod.Labels[minAvailableLabel], 10, 32)
-	if err != nil || value < 1 {
+// kueueGroupName is the service's name for a Kueue group, as PodGroupKey.group_name
+// (placement/core/gang_sources.py) names a group of an object source: "kueue_<name>", a label value unique
+// in the namespace across sources; one longer than a label value keeps its head and ends with a digest of the
+// full name, stable across restarts and replicas.
+func kueueGroupName(name string) string {
+	full := "kueue_" + name
+	if len(validation.IsValidLabelValue(full)) == 0 {
+		return full
+	}
+	sum := sha256.Sum256([]byte(full))
+	head := strings.TrimRight(full[:min(len(full), validation.LabelValueMaxLength-groupDigestChars-1)], "-_.")
+	return head + "_" + hex.EncodeToString(sum[:])[:groupDigestChars]
+}
+
+// positiveInt32 is a group's minimum as written on a pod; 0 when absent or not a positive integer.
+func positiveInt32(value string) int32 {
+	parsed, err := strconv.ParseInt(value, 10, 32)
+	if err != nil || parsed < 1 {
 		return 0
 	}
-	return int32(value)
+	return int32(parsed)
 }
 
 // groupMembers are the group's members of this scheduler not bound yet (this pod first, the others by name)
 // and how many members are bound already, from kube-scheduler's own pod informer.
-func (p *Plugin) groupMembers(pod *v1.Pod, group string) ([]*v1.Pod, int, error) {
-	listed, err := p.pods.Pods(pod.Namespace).List(labels.SelectorFromSet(labels.Set{groupNameLabel: group}))
+func (p *Plugin) groupMembers(pod *v1.Pod, group *groupRef) ([]*v1.Pod, int, error) {
+	listed, err := group.list(p.pods, pod.Namespace)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: listing the members of pod group %s/%s: %w", Name, pod.Namespace, group, err)
+		return nil, 0, fmt.Errorf("%s: listing the members of pod group %s/%s: %w", Name, pod.Namespace, group.name, err)
 	}
 	members, bound := []*v1.Pod{pod}, 0
 	for _, member := range listed {

@@ -3,10 +3,12 @@ package kubenexus
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -23,6 +25,18 @@ func member(name, group, minAvailable, node, scheduler string) *v1.Pod {
 	}
 	pod.Spec.NodeName = node
 	pod.Spec.SchedulerName = scheduler
+	return pod
+}
+
+// kueueMember is a pod of a Kueue pod group; totalCount "" leaves the annotation out.
+func kueueMember(name, group, totalCount, node string) *v1.Pod {
+	pod := testPod(name)
+	pod.Labels = map[string]string{kueueGroupLabel: group}
+	if totalCount != "" {
+		pod.Annotations = map[string]string{kueueTotalCountAnnotation: totalCount}
+	}
+	pod.Spec.NodeName = node
+	pod.Spec.SchedulerName = "kubenexus-scheduler"
 	return pod
 }
 
@@ -142,5 +156,150 @@ func TestPreFilterPlansTheWholeGroup(t *testing.T) {
 				t.Errorf("the member's placement is not kept for PreBind: %v", err)
 			}
 		})
+	}
+}
+
+func TestGroupOf(t *testing.T) {
+	both := member("train-0", "train", "3", "", "")
+	both.Labels[kueueGroupLabel] = "train"
+	byAnnotation := kueueMember("lws-0", "lws", "4", "")
+	delete(byAnnotation.Labels, kueueGroupLabel)
+	byAnnotation.Annotations[kueueGroupLabel] = "lws"
+	both2 := kueueMember("p", "from-label", "4", "")
+	both2.Annotations[kueueGroupLabel] = "from-annotation"
+	tests := []struct {
+		name        string
+		pod         *v1.Pod
+		want        *groupRef // nil: a lone pod
+		wantRefusal string
+	}{
+		{name: "a lone pod", pod: testPod("web-0")},
+		{
+			name: "our labels: the label value, its minimum", pod: member("train-0", "train", "3", "", ""),
+			want: &groupRef{name: "train", labelKey: groupNameLabel, labelValue: "train", minimum: 3},
+		},
+		{
+			name: "our labels without a minimum: 0", pod: member("train-0", "train", "", "", ""),
+			want: &groupRef{name: "train", labelKey: groupNameLabel, labelValue: "train"},
+		},
+		{
+			name: "Kueue: prefixed name, minimum from the total count", pod: kueueMember("train-0", "train", "4", ""),
+			want: &groupRef{name: "kueue_train", labelKey: kueueGroupLabel, labelValue: "train", minimum: 4},
+		},
+		{
+			name: "Kueue: a name that fits a label value exactly", pod: kueueMember("p", strings.Repeat("a", 57), "2", ""),
+			want: &groupRef{name: "kueue_" + strings.Repeat("a", 57), labelKey: kueueGroupLabel, labelValue: strings.Repeat("a", 57), minimum: 2},
+		},
+		{
+			name: "Kueue: a longer name ends with a digest", pod: kueueMember("p", strings.Repeat("a", 58), "2", ""),
+			want: &groupRef{name: "kueue_" + strings.Repeat("a", 46) + "_4c0447f4e5", labelKey: kueueGroupLabel, labelValue: strings.Repeat("a", 58), minimum: 2},
+		},
+		{
+			name: "Kueue: the head's trailing separators are stripped", pod: kueueMember("p", strings.Repeat("a", 44)+".-"+strings.Repeat("b", 17), "2", ""),
+			want: &groupRef{name: "kueue_" + strings.Repeat("a", 44) + "_a051b09b4d", labelKey: kueueGroupLabel, labelValue: strings.Repeat("a", 44) + ".-" + strings.Repeat("b", 17), minimum: 2},
+		},
+		{
+			name: "Kueue without the total count: 0", pod: kueueMember("train-0", "train", "", ""),
+			want: &groupRef{name: "kueue_train", labelKey: kueueGroupLabel, labelValue: "train"},
+		},
+		{
+			name: "Kueue with a total count of 0: 0", pod: kueueMember("train-0", "train", "0", ""),
+			want: &groupRef{name: "kueue_train", labelKey: kueueGroupLabel, labelValue: "train"},
+		},
+		{
+			name: "Kueue with a total count not an integer: 0", pod: kueueMember("train-0", "train", "four", ""),
+			want: &groupRef{name: "kueue_train", labelKey: kueueGroupLabel, labelValue: "train"},
+		},
+		{
+			name: "Kueue: the name as an annotation, as Kueue writes it", pod: byAnnotation,
+			want: &groupRef{name: "kueue_lws", labelKey: kueueGroupLabel, labelValue: "lws", minimum: 4},
+		},
+		{
+			name: "Kueue: the annotation wins over the label", pod: both2,
+			want: &groupRef{name: "kueue_from-annotation", labelKey: kueueGroupLabel, labelValue: "from-annotation", minimum: 4},
+		},
+		{
+			name: "both groups: refused", pod: both,
+			wantRefusal: "pod ml/train-0 joins more than one pod group (label pod-group.scheduling.kubenexus.io/name=train and Kueue's kueue.x-k8s.io/pod-group-name=train); accepted: one group per pod",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := groupOf(tt.pod)
+			if tt.wantRefusal != "" {
+				if err == nil || err.Error() != tt.wantRefusal {
+					t.Fatalf("got %v, want the refusal %q", err, tt.wantRefusal)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if got != nil && len(validation.IsValidLabelValue(got.name)) != 0 {
+				t.Errorf("the service's name %q is not a label value", got.name)
+			}
+		})
+	}
+}
+
+func TestPreFilterRefusesAPodOfTwoGroups(t *testing.T) {
+	service := &fakeService{}
+	plugin, err := newWithClient(serve(t, service, FailurePolicyFail), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plugin.Close() }()
+	pod := member("train-0", "train", "1", "", "kubenexus-scheduler")
+	pod.Labels[kueueGroupLabel] = "other"
+	plugin.pods = podLister(t, pod)
+	_, status := plugin.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), "joins more than one pod group") {
+		t.Errorf("got %v %q", status.Code(), status.Message())
+	}
+	if len(service.gangCalls) != 0 || len(service.scoreCalls) != 0 {
+		t.Errorf("the service was asked about a pod of two groups")
+	}
+}
+
+func TestPreFilterPlansAKueueGroupWhole(t *testing.T) {
+	service := &fakeService{placeGang: &placementv1.PlaceGangResponse{State: placementv1.GangState_GANG_STATE_WAITING, Reason: "cannot fit 3 member(s)"}}
+	plugin, err := newWithClient(serve(t, service, FailurePolicyFail), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plugin.Close() }()
+	pod := kueueMember("train-0", "train", "4", "")
+	byAnnotation := kueueMember("train-2", "", "4", "") // named by Kueue's annotation only, as Kueue writes it
+	delete(byAnnotation.Labels, kueueGroupLabel)
+	byAnnotation.Annotations[kueueGroupLabel] = "train"
+	plugin.pods = podLister(t, pod,
+		byAnnotation,
+		kueueMember("train-1", "train", "4", ""),
+		kueueMember("train-9", "train", "4", "gpu-c"),             // bound already
+		kueueMember("other-0", "other", "1", ""),                  // another Kueue group
+		member("ours-0", "train", "3", "", "kubenexus-scheduler"), // our group of the same label value
+	)
+	_, status := plugin.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
+	if status.Code() != fwk.Unschedulable || status.Message() != "placement service: pod group ml/kueue_train waits: cannot fit 3 member(s)" {
+		t.Errorf("got %v %q", status.Code(), status.Message())
+	}
+	if len(service.gangCalls) != 1 {
+		t.Fatalf("PlaceGang called %d times", len(service.gangCalls))
+	}
+	group := service.gangCalls[0].GetGroup()
+	var names []string
+	for _, body := range group.GetMembersJson() {
+		var sent v1.Pod
+		if err := json.Unmarshal([]byte(body), &sent); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, sent.Name)
+	}
+	// train-9 is bound: the group of 4 needs 3 more beside it.
+	if strings.Join(names, ",") != "train-0,train-1,train-2" || group.GetMinMember() != 3 || group.GetName() != "kueue_train" || group.GetNamespace() != "ml" {
+		t.Errorf("asked for group %s/%s min %d members %v", group.GetNamespace(), group.GetName(), group.GetMinMember(), names)
 	}
 }

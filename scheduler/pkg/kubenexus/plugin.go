@@ -142,7 +142,11 @@ func (p *Plugin) failed(ctx context.Context, rpc string, err error) (*fwk.Status
 
 // PreFilter asks the service once for the pod's feasible nodes and their scores.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if group := groupOf(pod); group != "" && p.pods != nil {
+	group, err := groupOf(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if group != nil && p.pods != nil {
 		return p.preFilterGang(ctx, state, pod, group)
 	}
 	body, err := podJSON(pod)

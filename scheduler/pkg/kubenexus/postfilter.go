@@ -60,7 +60,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // preemptor is what the service is asked to make room for: a gang member's whole group (its pending
 // members: the service evicts for all of them at once, gangs among the victims whole), else the pod alone.
 func (p *Plugin) preemptor(pod *v1.Pod) (*placementv1.PreemptRequest, *fwk.Status) {
-	if group := groupOf(pod); group != "" && p.pods != nil {
+	group, err := groupOf(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	if group != nil && p.pods != nil {
 		podGroup, status := p.pendingGroup(pod, group)
 		if status != nil {
 			return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())

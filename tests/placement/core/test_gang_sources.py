@@ -1,7 +1,8 @@
 """The gang sources' parsers (``placement.core.gang_sources``) on the real examples of ../shared/data/dra
 (the Kubernetes docs and KEP examples, scheduler-plugins' README, the API round-trip fixtures; read in place),
 on Kubernetes 1.37 objects copied here from k8s.io/kubernetes v1.37.2 and k8s.io/api v0.37.2 (each names its
-file), and on small Volcano objects authored here after volcano.sh/apis scheduling/v1beta1 types.go."""
+file), on small Volcano objects authored here after volcano.sh/apis scheduling/v1beta1 types.go, and on Kueue's
+own pod group pod (sigs.k8s.io/kueue v0.19.2, copied here naming its file)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from placement.core.annotations import GROUP_NAME_KEY, SCHEDULER_PLUGINS_KEY
+from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY, SCHEDULER_PLUGINS_KEY
 from placement.core.gang_sources import (
+    SOURCE_KUEUE,
     SOURCE_OURS,
     SOURCE_PODGROUP,
     SOURCE_SCHEDULER_PLUGINS,
@@ -24,11 +26,13 @@ from placement.core.gang_sources import (
     PodGroupKey,
     definition_for_replica,
     group_of,
+    label_group_definition,
     parse_native_pod_group,
     parse_scheduler_plugins_pod_group,
     parse_volcano_pod_group,
     parse_workload,
 )
+from placement.core.kueue import KUEUE_GROUP_NAME_KEY, KUEUE_GROUP_TOTAL_COUNT_KEY
 from placement.core.podgroup import DomainConstraint, GroupRef
 from tests.conftest import SHARED_DATA, require_shared
 
@@ -154,6 +158,100 @@ def test_a_pod_naming_two_sources_is_refused_whole() -> None:
     )
 
 
+# Kueue's pod group pod: test/performance/e2e/podgroups/templates/pod.yaml of sigs.k8s.io/kueue v0.19.2, its
+# template values filled in (pod 5 of 4-pod workloads, one queue).
+_KUEUE_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "pod-5",
+        "namespace": "ml",
+        "labels": {"kueue.x-k8s.io/queue-name": "lq-0", "kueue.x-k8s.io/pod-group-name": "pod-group-1"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": "4"},
+    },
+    "spec": {
+        "containers": [{"name": "pod-5", "image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0", "args": ["10s"]}],
+        "restartPolicy": "Never",
+    },
+}
+
+
+def _kueue_member(name: str, **metadata: dict[str, str]) -> dict[str, Any]:
+    """Kueue's pod renamed, with ``metadata`` (labels, annotations) entries added."""
+    pod: dict[str, Any] = {**_KUEUE_POD, "metadata": {**_KUEUE_POD["metadata"], "name": name}}
+    for field, entries in metadata.items():
+        pod["metadata"][field] = {**pod["metadata"][field], **entries}
+    return pod
+
+
+def test_kueue_members_join_their_pod_group() -> None:
+    assert group_of(_KUEUE_POD) == PodGroupKey(SOURCE_KUEUE, "ml", "pod-group-1")
+    # Kueue reads the annotation of the same key first (GetPodGroupName): what it writes itself, e.g. on a
+    # LeaderWorkerSet's pods.
+    renamed = _kueue_member("pod-6", annotations={KUEUE_GROUP_NAME_KEY: "lws-group"})
+    assert group_of(renamed) == PodGroupKey(SOURCE_KUEUE, "ml", "lws-group")
+    assert group_of(_kueue_member("pod-7", labels={KUEUE_GROUP_NAME_KEY: ""})) is None
+
+
+def test_a_kueue_member_with_our_label_too_is_refused_whole() -> None:
+    pod = _kueue_member("pod-5", labels={GROUP_NAME_KEY: "train"})
+    with pytest.raises(GangSourceError) as refused:
+        group_of(pod)
+    assert str(refused.value) == (
+        "pod ml/pod-5 joins more than one pod group (ml/train (kubenexus) and ml/pod-group-1 (kueue.x-k8s.io)); "
+        "accepted: one group per pod"
+    )
+
+
+def test_an_invalid_kueue_group_name_is_refused_naming_the_key() -> None:
+    with pytest.raises(GangSourceError) as refused:
+        group_of(_kueue_member("pod-5", labels={KUEUE_GROUP_NAME_KEY: "Pod_Group"}))
+    assert str(refused.value).startswith(f"pod ml/pod-5: invalid {KUEUE_GROUP_NAME_KEY} 'Pod_Group'; accepted:")
+
+
+def test_a_kueue_group_is_defined_by_its_members_total_count() -> None:
+    members = [_kueue_member(f"pod-{index}") for index in range(4, 8)]
+    key = group_of(members[0])
+    assert key is not None
+    definition = label_group_definition(key, members)
+    assert (definition.ref, definition.min_member, definition.gang) == (GroupRef("ml", "kueue_pod-group-1"), 4, True)
+    assert label_group_definition(key, members[:1]).min_member == 4  # each member states the whole group's size
+
+
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        (("4", None), f"annotation {KUEUE_GROUP_TOTAL_COUNT_KEY} is missing on member ml/pod-1; accepted:"),
+        (("4", "3"), f"members disagree about annotation {KUEUE_GROUP_TOTAL_COUNT_KEY} ('3', '4'); accepted:"),
+        (("0",), f"invalid annotation {KUEUE_GROUP_TOTAL_COUNT_KEY} '0'; accepted: a positive integer"),
+        (("four",), f"invalid annotation {KUEUE_GROUP_TOTAL_COUNT_KEY} 'four'; accepted: a positive integer"),
+    ],
+    ids=["missing", "disagree", "zero", "not-a-number"],
+)
+def test_an_invalid_kueue_total_count_is_refused_naming_the_annotation(
+    counts: tuple[str | None, ...], message: str
+) -> None:
+    members = []
+    for index, count in enumerate(counts):
+        member = _kueue_member(f"pod-{index}")
+        member["metadata"]["annotations"] = {} if count is None else {KUEUE_GROUP_TOTAL_COUNT_KEY: count}
+        members.append(member)
+    with pytest.raises(GangSourceError) as refused:
+        label_group_definition(PodGroupKey(SOURCE_KUEUE, "ml", "pod-group-1"), members)
+    assert str(refused.value).startswith(f"pod group ml/pod-group-1 (kueue.x-k8s.io): {message}")
+
+
+def test_our_label_group_takes_its_min_available_or_every_member() -> None:
+    key = PodGroupKey(SOURCE_OURS, "ml", "train")
+    labelled = [_pod(metadata={"name": f"w{i}", "labels": {GROUP_NAME_KEY: "train"}}) for i in range(3)]
+    assert label_group_definition(key, labelled).min_member == 3
+    labelled[0]["metadata"]["labels"][MIN_AVAILABLE_KEY] = "2"
+    assert label_group_definition(key, labelled).min_member == 2
+    labelled[1]["metadata"]["labels"][MIN_AVAILABLE_KEY] = "3"
+    with pytest.raises(GangSourceError, match=rf"members disagree about label {MIN_AVAILABLE_KEY} \('2', '3'\)"):
+        label_group_definition(key, labelled)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -181,9 +279,17 @@ def test_group_names_are_label_values_unique_across_sources() -> None:
         PodGroupKey(SOURCE_PODGROUP, "ml", "train"),
         PodGroupKey(SOURCE_WORKLOAD, "ml", "train", "workers"),
         PodGroupKey(SOURCE_WORKLOAD, "ml", "train", "workers", "r1"),
+        PodGroupKey(SOURCE_KUEUE, "ml", "train"),
     ]
     names = [key.group_name for key in keys]
-    assert names == ["train", "volcano_train", "podgroup_train", "workload_train_workers", "workload_train_workers_r1"]
+    assert names == [
+        "train",
+        "volcano_train",
+        "podgroup_train",
+        "workload_train_workers",
+        "workload_train_workers_r1",
+        "kueue_train",
+    ]
     assert PodGroupKey(SOURCE_SCHEDULER_PLUGINS, "ml", "train").ref == GroupRef("ml", "train")  # shares ours
 
 
@@ -196,6 +302,9 @@ def test_a_long_name_gets_a_stable_digest_form() -> None:
     assert name == PodGroupKey(SOURCE_WORKLOAD, "ml", "w" * 200, "workers", "r1").group_name
     assert name != other.group_name
     assert name.startswith("workload_www")
+    # Kueue's group names are object names (up to 253 characters): the same rule.
+    kueue = PodGroupKey(SOURCE_KUEUE, "ml", "k" * 200).group_name
+    assert (len(kueue), kueue.startswith("kueue_kkk"), LABEL_VALUE.fullmatch(kueue) is not None) == (63, True, True)
 
 
 # --- the objects ---------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from placement.core.constraints.constraint_types import (
     WeightedPodAffinityTerm,
     WhenUnsatisfiable,
 )
+from placement.core.kueue import KUEUE_MANAGED_KEY, KUEUE_PODSET_KEY
 from placement.core.pods import (
     PendingPod,
     PodParseError,
@@ -759,6 +760,24 @@ def test_a_pod_the_binder_reserved_is_placed_on_its_reserved_node() -> None:
     # Once bound, the binding wins over a stale annotation.
     bound = _bound(reserved, "gpu-node-7")
     assert placed_pod(bound) == dataclasses.replace(placed, node="gpu-node-7")
+
+
+@pytest.mark.parametrize(
+    ("labels", "admitted"),
+    [
+        ({KUEUE_MANAGED_KEY: "true"}, True),  # Kueue's pod integration (its pod webhook sets it)
+        ({KUEUE_PODSET_KEY: "main"}, True),  # a job-framework workload's pod, admitted (the job started)
+        ({"kueue.x-k8s.io/queue-name": "lq"}, False),  # a queue named, but neither mark Kueue sets
+        ({}, False),
+    ],
+    ids=["managed", "podset", "queue-name-only", "none"],
+)
+def test_a_placed_pod_says_whether_kueue_admitted_it(labels: dict[str, str], admitted: bool) -> None:
+    bound = _bound(WEB_POD, "gpu-node-7")
+    bound["metadata"]["labels"] |= labels
+    placed = placed_pod(bound)
+    assert placed is not None
+    assert placed.kueue_admitted is admitted
 
 
 def test_pods_not_on_a_node_are_not_placed() -> None:

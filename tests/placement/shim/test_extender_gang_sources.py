@@ -24,6 +24,7 @@ from kubenexus.kube.client import connect
 from kubenexus.kube.paths import collection_path
 from placement.core.annotations import FIELD_MANAGER, RESERVED_NODE_KEY, SCHEDULER_PLUGINS_KEY
 from placement.core.gang_sources import SOURCE_PODGROUP, SOURCE_SCHEDULER_PLUGINS, VOLCANO_GROUP_KEY
+from placement.core.kueue import KUEUE_GROUP_NAME_KEY, KUEUE_GROUP_TOTAL_COUNT_KEY
 from placement.shim.extender import Extender
 from placement.shim.gang_directory import APIS_OF, GroupApi
 from tests.conftest import wait_until
@@ -234,3 +235,35 @@ def test_a_basic_policy_group_binds_pod_by_pod(tmp_path: Path) -> None:
         (member,) = cluster.members(NATIVE, 1)
         assert cluster.bind(member) == {"Error": ""}  # alone: a gang of any size would hold it
         assert cluster.bound() == [member]
+
+
+def _kueue_member(name: str, count: str, *, by_annotation: bool = False) -> dict[str, Any]:
+    """A plain pod of Kueue's pod group ``train``: its name by label, or by annotation as Kueue writes it."""
+    named = {KUEUE_GROUP_NAME_KEY: "train"}
+    annotations = {KUEUE_GROUP_TOTAL_COUNT_KEY: count} | (named if by_annotation else {})
+    return pod_object(name, gpus=1, labels={} if by_annotation else named, annotations=annotations)
+
+
+def test_a_kueue_pod_group_is_held_at_bind_until_complete_then_binds_whole(tmp_path: Path) -> None:
+    """No object defines it: its size is the members' total-count annotation, as our labels' min-available."""
+    with scene(tmp_path, None) as cluster:
+        pods = [_kueue_member(f"member-{index}", "3") for index in range(3)]
+        create_pods(cluster.kubeconfig, pods)
+        names = [pod["metadata"]["name"] for pod in pods]
+        answers, threads = cluster.bind_on_threads(names[:2])
+        time.sleep(HELD_S)
+        assert cluster.emulator.bindings == [], "members bound before their group was complete"
+        assert cluster.bind(names[2]) == {"Error": ""}
+        for thread in threads:
+            thread.join(10)
+        assert answers == {name: {"Error": ""} for name in names[:2]}
+        # A late member naming the group by annotation only counts the three bound ones (named by label):
+        # no label selector narrows the listing for Kueue's groups.
+        create_pods(cluster.kubeconfig, [_kueue_member("member-3", "3", by_annotation=True)])
+        assert cluster.bind("member-3") == {"Error": ""}
+        assert cluster.bound() == [*names, "member-3"]
+        create_pods(cluster.kubeconfig, [_kueue_member("zero", "0")])
+        assert cluster.bind("zero") == {
+            "Error": f"pod group default/train (kueue.x-k8s.io): invalid annotation {KUEUE_GROUP_TOTAL_COUNT_KEY} "
+            "'0'; accepted: a positive integer, e.g. 8"
+        }

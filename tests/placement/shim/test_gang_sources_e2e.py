@@ -1,4 +1,4 @@
-"""One 8-member training gang defined in each of the five ways, end to end through the standalone binder.
+"""One 8-member training gang defined in each of the six ways, end to end through the standalone binder.
 
 The gang is 8 pods of 2 GPUs over two 8-GPU nodes published by the agent's own code; the API is kmock's
 emulator serving the gang's API (``tests.gang_cluster``), the service a real gRPC server. Each way must land
@@ -34,6 +34,7 @@ from placement.core.annotations import (
     SCHEDULER_PLUGINS_KEY,
 )
 from placement.core.gang_sources import VOLCANO_GROUP_KEY
+from placement.core.kueue import KUEUE_GROUP_NAME_KEY, KUEUE_GROUP_TOTAL_COUNT_KEY
 from tests.conftest import wait_until
 from tests.gang_cluster import NATIVE_PODGROUPS, PLUGIN_PODGROUPS, VOLCANO_PODGROUPS, WORKLOADS, GangEmulator
 from tests.machines.node_topologies import nvswitch_node
@@ -67,6 +68,12 @@ def _plugins(pod: dict[str, Any]) -> None:
     pod["metadata"]["labels"][SCHEDULER_PLUGINS_KEY] = "train"
 
 
+def _kueue(pod: dict[str, Any]) -> None:
+    """A plain pod of a Kueue pod group (Kueue's own keys; what Kueue adds at admission changes nothing here)."""
+    pod["metadata"]["labels"][KUEUE_GROUP_NAME_KEY] = "train"
+    pod["metadata"]["annotations"][KUEUE_GROUP_TOTAL_COUNT_KEY] = str(MEMBERS)
+
+
 def _volcano(pod: dict[str, Any]) -> None:
     pod["metadata"]["annotations"][VOLCANO_GROUP_KEY] = "train"
 
@@ -92,6 +99,7 @@ WAYS = {
     way.name: way
     for way in (
         Way("labels", {}, None, None, _labels),
+        Way("kueue", {}, None, None, _kueue),
         Way(
             "scheduler-plugins",
             {"plugins": True},
@@ -257,7 +265,16 @@ def _check_workload(emulator: GangEmulator) -> None:
     assert emulator.status_patches() == []
 
 
+def _check_kueue(emulator: GangEmulator) -> None:
+    """No object to write a status into: members' Events only, and no group label of ours on the pods."""
+    time.sleep(0.5)
+    assert emulator.status_patches() == []
+    for index in range(MEMBERS):
+        assert GROUP_NAME_KEY not in emulator.pod("default", f"worker-{index}")["metadata"]["labels"]
+
+
 CHECKS = {
+    "kueue": _check_kueue,
     "scheduler-plugins": _check_plugins,
     "volcano": _check_volcano,
     "native-v1alpha2": _check_native,

@@ -15,6 +15,7 @@ from placement.core.annotations import GROUP_NAME_KEY
 from placement.core.constraints.constraint_types import NodeFacts, PlacedPod
 from placement.core.dra.claims import parse_resource_claim
 from placement.core.dra.pod_claims import PodResourceClaim
+from placement.core.kueue import KUEUE_MANAGED_KEY
 from placement.core.podgroup import DomainConstraint
 from placement.core.pods import (
     ContainerSpec,
@@ -61,6 +62,7 @@ class Scene:
         labels: Mapping[str, str] | None = None,
         cpus: int = 8,
         cells: tuple[int, ...] = (),
+        kueue: bool = False,
     ) -> None:
         demand = demand_of(pod(cpus=cpus, memory_gib=32, gpus=len(gpus)))
         self.index.upsert_pod(PodUsage("ns", name, node, demand, cells=cells, gpus=tuple(gpus)))
@@ -75,6 +77,7 @@ class Scene:
                 labels=tuple(sorted(pod_labels.items())),
                 priority=priority,
                 group=f"ns/{group}" if group else "",
+                kueue_admitted=kueue,
             )
         )
 
@@ -197,6 +200,65 @@ def test_a_gang_with_a_member_of_higher_priority_is_not_a_victim() -> None:
     scene.place("g0", "a", (0, 1, 2, 3, 4, 5, 6, 7), priority=5, group="train")
     scene.place("g1", "b", (0, 1, 2, 3, 4, 5, 6, 7), priority=900, group="train")
     assert isinstance(scene.preempt([preemptor(gpus=4)]), NoPreemption)
+
+
+KUEUE_ONLY = "pods admitted by Kueue are evicted by Kueue only"
+
+
+def test_pods_kueue_admitted_are_never_victims_even_of_the_lowest_priority() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    scene.place("a0", "a", (0, 1), priority=1, kueue=True)  # the cheapest victim anywhere, but Kueue's
+    for i in range(1, 4):
+        scene.place(f"a{i}", "a", (2 * i, 2 * i + 1), priority=50)
+    for i in range(4):
+        scene.place(f"b{i}", "b", (2 * i, 2 * i + 1), priority=1, kueue=True)
+    result = scene.preempt([preemptor(gpus=2)])
+    assert isinstance(result, Preemption)
+    assert result.nominations == ((("ns", "big"), "a"),)
+    assert [(v.name in {"a1", "a2", "a3"}, v.priority) for v in result.victims] == [(True, 50)]
+
+
+def test_a_pod_kueue_admitted_still_preempts_pods_kueue_does_not_manage() -> None:
+    scene = two_full_nodes(priority_a=10, priority_b=5)
+    queued = PendingPod(
+        "ns", "big", pod(cpus=8, memory_gib=32, gpus=2), labels={KUEUE_MANAGED_KEY: "true"}, priority=100
+    )
+    assert len(evicted(scene.preempt([queued]))) == 1
+
+
+def test_a_gang_with_a_member_kueue_admitted_is_not_a_victim() -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    scene.place("g0", "a", tuple(range(8)), priority=5, group="train")
+    scene.place("g1", "b", tuple(range(8)), priority=5, group="train", kueue=True)
+    result = scene.preempt([preemptor(gpus=4)])
+    assert isinstance(result, NoPreemption)
+    # Node a's bound counts g0 (Kueue did not admit it), but its unit holds g1: passed over, and said so.
+    assert result.reason == (
+        "no preemption for pod ns/big (priority 100): no set of lower-priority pods Kueue did not admit frees "
+        f"enough room ({KUEUE_ONLY})"
+    )
+
+
+@pytest.mark.parametrize("gang", [False, True], ids=["lone-pod", "gang"])
+def test_when_only_pods_kueue_admitted_would_free_room_the_answer_says_so(gang: bool) -> None:
+    scene = Scene({"a": hgx(), "b": hgx()})
+    for node in ("a", "b"):
+        for i in range(4):
+            scene.place(f"{node}{i}", node, (2 * i, 2 * i + 1), priority=1, kueue=True)
+    preemptors = (
+        [member(f"m{i}", "train", 2, gpus=4, cpus=8, memory_gib=32, priority=100) for i in range(2)]
+        if gang
+        else [preemptor(gpus=4)]
+    )
+    result = scene.preempt(preemptors)
+    assert isinstance(result, NoPreemption)
+    assert result.reason.endswith(f": only evicting pods admitted by Kueue might free enough room, and {KUEUE_ONLY}")
+    # With none of them Kueue's, the same cluster preempts.
+    plain = Scene({"a": hgx(), "b": hgx()})
+    for node in ("a", "b"):
+        for i in range(4):
+            plain.place(f"{node}{i}", node, (2 * i, 2 * i + 1), priority=1)
+    assert isinstance(plain.preempt(preemptors), Preemption)
 
 
 def _db_budget(allowed: int) -> DisruptionBudget:

@@ -26,11 +26,13 @@ from tests.machines.node_topologies import kubelet, nvswitch_node
 LOW, HIGH = 1, 1000
 
 
-def place(index: ClusterIndex, name: str, node: str, gpus: Sequence[int], *, priority: int) -> None:
-    """A running pod that holds ``gpus`` (known by index), with uid ``uid-<name>``."""
+def place(
+    index: ClusterIndex, name: str, node: str, gpus: Sequence[int], *, priority: int, kueue: bool = False
+) -> None:
+    """A running pod that holds ``gpus`` (known by index), with uid ``uid-<name>``; ``kueue``: Kueue admitted it."""
     demand = demand_of(pod(cpus=8, memory_gib=32, gpus=len(gpus)))
     index.upsert_pod(PodUsage("ml", name, node, demand, gpus=tuple(gpus)))
-    index.facts.put_pod(PlacedPod("ml", name, node, priority=priority, uid=f"uid-{name}"))
+    index.facts.put_pod(PlacedPod("ml", name, node, priority=priority, uid=f"uid-{name}", kueue_admitted=kueue))
 
 
 def cluster() -> ClusterIndex:
@@ -134,6 +136,40 @@ def test_every_candidate_gets_a_verdict_in_request_order(running: RunningServer)
         ("whole", True, pb.REJECTION_KIND_UNSPECIFIED),
     ]
     assert verdicts[0].reason == "node unknown to the placement service (no topology report)"
+
+
+@pytest.fixture
+def kueue_running() -> Iterator[RunningServer]:
+    """``cluster()`` and node ``queued`` like ``whole``: cell 0 held by two low-priority pods, one admitted by
+    Kueue (only Kueue evicts it), cell 1 by a high-priority pod."""
+    index = cluster()
+    index.upsert_topology("queued", nvswitch_node(cells=2, settings=kubelet("single-numa-node")))
+    place(index, "queued-low-0", "queued", (0, 1), priority=LOW, kueue=True)
+    place(index, "queued-low-1", "queued", (2, 3), priority=LOW)
+    place(index, "queued-high", "queued", (4, 5, 6, 7), priority=HIGH)
+    engine = PlacementEngine.over(index)
+    engine.leadership = Follower()
+    server = RunningServer(engine)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_candidate_evicting_a_pod_kueue_admitted_is_refused_naming_it(kueue_running: RunningServer) -> None:
+    verdicts = check(
+        kueue_running,
+        pb.EvictionCandidate(node="queued", victim_uids=["uid-queued-low-0", "uid-queued-low-1"]),
+        pb.EvictionCandidate(node="whole", victim_uids=["uid-whole-low-0", "uid-whole-low-1"]),
+    )
+    assert [(v.node, v.fits, v.kind) for v in verdicts] == [
+        ("queued", False, pb.REJECTION_KIND_POD_CONSTRAINT),
+        ("whole", True, pb.REJECTION_KIND_UNSPECIFIED),
+    ]
+    # The room is there (cell 0 whole, as on node whole): only who may evict the pod refuses it.
+    assert verdicts[0].reason == (
+        "victim(s) ml/queued-low-0 were admitted by Kueue: pods admitted by Kueue are evicted by Kueue only"
+    )
 
 
 def test_the_check_changes_nothing(running: RunningServer) -> None:
