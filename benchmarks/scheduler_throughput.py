@@ -10,7 +10,7 @@ Variants:
   as ``system:kube-scheduler`` with the control plane's client certificate;
 * **plugin**: kubenexus-scheduler (``tools/kubenexus_scheduler.py``) with the shipped
   deploy/scheduler/kubenexus-scheduler-config.yaml, changed only where this machine differs from a cluster
-  (``tests/cluster/test_cluster_plugin.py``'s ``for_this_machine``), as the ServiceAccount the chart's plugin
+  (``tests/plugin_cluster.py``'s ``for_this_machine``), as the ServiceAccount the chart's plugin
   mode makes;
 * **extender**: the stock kube-scheduler with the shipped deploy/scheduler/kube-scheduler-config.yaml
   (``tests/cluster/test_cluster_extender.py``'s ``for_this_machine``) calling ``kubenexus-placement extender``;
@@ -100,8 +100,8 @@ from placement.core.annotations import (
     parse_ids,
 )
 from placement.shim.client import TlsFiles
+from tests import plugin_cluster as plugin_mode
 from tests.cluster import test_cluster_extender as extender_mode
-from tests.cluster import test_cluster_plugin as plugin_mode
 from tests.cluster_kube_scheduler import (
     KUBE_SCHEDULER_ACCOUNT,
     LEASES_PATH,
@@ -488,7 +488,7 @@ def scheduler_kubeconfig(cluster: Cluster, mode: str) -> Path:
 
 
 def start_plugin(cluster: Cluster) -> Started:
-    """As tests/cluster/test_cluster_plugin.py's ``plugged`` fixture."""
+    """As tests/plugin_cluster.py's ``plugged_scheduler``."""
     service = cluster.start_service()
     assert cluster.binary is not None
     kubeconfig = scheduler_kubeconfig(cluster, "plugin")

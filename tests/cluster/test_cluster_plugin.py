@@ -19,7 +19,6 @@ import itertools
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,14 +36,10 @@ from placement.core.annotations import (
     RESERVED_NODE_KEY,
 )
 from placement.core.domains import RACK_KEY
-from placement.shim.client import PlacementClient, TlsFiles
-from tests import REPO
 from tests.cluster_kube_scheduler import (
-    KUBE_SCHEDULER_ACCOUNT,
     SYSTEM,
     SchedulerScene,
     differences,
-    kube_scheduler_identity,
     lease_access,
     lease_holder,
     start_scheduler,
@@ -52,22 +47,18 @@ from tests.cluster_kube_scheduler import (
 from tests.cluster_scene import BOUND_S, SCENE_LABEL, SCHEDULER, cells_and_gpus, create_scene_namespace
 from tests.conftest import wait_until
 from tests.control_plane import (
-    PLACEMENT_MANIFESTS,
     ControlPlane,
     Process,
     ensure_object,
     free_port,
-    install,
-    placement_kubeconfig,
 )
 from tests.dra_cluster import gpu_claim, gpu_class
 from tests.machines.node_topologies import cpu_node, nvswitch_node
-from tests.programs import Service
-from tools.kubenexus_scheduler import PROGRAMS, BuildError
+from tests.plugin_cluster import Plugged, for_this_machine, plugged_scheduler, plugin_args, shipped_config
+from tools.kubenexus_scheduler import BuildError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SHIPPED_CONFIG = REPO / "deploy" / "scheduler" / "kubenexus-scheduler-config.yaml"
 PLACEMENT_POD = "kubenexus-placement-plugin-tests"
 # A second kubenexus-scheduler whose service never answers: one profile per failure policy.
 FAIL_CLOSED, IGNORE = "kubenexus-fail-closed", "kubenexus-ignore"
@@ -77,81 +68,16 @@ STOCK = "stock-scheduler-tests"  # kube-scheduler v1.37.2 itself, default plugin
 _scenes = itertools.count()
 
 
-def shipped_config() -> Json:
-    document: Json = yaml.safe_load(SHIPPED_CONFIG.read_text())
-    return document
-
-
-def plugin_args(config: Json, profile: int = 0) -> Json:
-    (plugin_config,) = config["profiles"][profile]["pluginConfig"]
-    args: Json = plugin_config["args"]
-    return args
-
-
-def for_this_machine(shipped: Json, *, kubeconfig: Path, address: str, certificates: Path) -> Json:
-    """``shipped`` with kube-scheduler's ServiceAccount kubeconfig (in a cluster: in-cluster credentials), the
-    service on 127.0.0.1 (in a cluster: the leader Service) and the TLS files here (in a cluster: the Secret's)."""
-    config = copy.deepcopy(shipped)
-    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
-    plugin_args(config).update({
-        "address": address, "caFile": str(certificates / "ca.crt"),
-        "certFile": str(certificates / f"{SCHEDULER}.crt"), "keyFile": str(certificates / f"{SCHEDULER}.key"),
-    })  # fmt: skip
-    return config
-
-
-@dataclass
-class Plugged:
-    plane: ControlPlane
-    service: Service
-    scheduler: Process
-    config: Path
-    client: PlacementClient
-    folder: Path
-    kubeconfig: Path
-    binary: Path
-    certificates: Path
-
-
 @pytest.fixture(scope="module")
 def plugged(
     control_plane: ControlPlane, certificates: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Plugged]:
     try:
-        binary = PROGRAMS.build() / "kubenexus-scheduler"
+        with plugged_scheduler(control_plane, certificates, tmp_path_factory.mktemp("plugin"),
+                               placement_pod=PLACEMENT_POD) as plugged:  # fmt: skip
+            yield plugged
     except BuildError as error:
         pytest.fail(f"kubenexus-scheduler could not be built: {error}")
-    folder = tmp_path_factory.mktemp("plugin")
-    install(control_plane, PLACEMENT_MANIFESTS)
-    control_plane.apply_objects(kube_scheduler_identity(mode="plugin"))
-    placement = placement_kubeconfig(control_plane, PLACEMENT_POD, folder / "placement.kubeconfig",
-                                     node="plugin-tests-system")  # fmt: skip
-    service = Service(
-        placement,
-        f"--tls-cert={certificates / 'server.crt'}",
-        f"--tls-key={certificates / 'server.key'}",
-        f"--tls-client-ca={certificates / 'ca.crt'}",
-        f"--writer-identity={SCHEDULER}",
-    )
-    shim = TlsFiles(ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt",
-                    key=certificates / f"{SCHEDULER}.key")  # fmt: skip
-    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim)
-    scheduler: Process | None = None
-    try:
-        service.wait_ready()
-        kubeconfig = control_plane.service_account_kubeconfig(folder / "kube-scheduler.kubeconfig", SYSTEM,
-                                                              KUBE_SCHEDULER_ACCOUNT)  # fmt: skip
-        config = for_this_machine(shipped_config(), kubeconfig=kubeconfig, address=service.address,
-                                  certificates=certificates)  # fmt: skip
-        path = folder / "kubenexus-scheduler.yaml"
-        scheduler = start_scheduler(control_plane, config, path, binary=binary)
-        yield Plugged(control_plane, service, scheduler, path, client, folder, kubeconfig, binary, certificates)
-    finally:
-        if scheduler is not None:
-            scheduler.stop()
-        client.close()
-        service.stop()
-    assert "Traceback" not in service.text(), service.text()[-3000:]
 
 
 @pytest.fixture

@@ -75,6 +75,7 @@ def test_the_chart_lints_clean_under_strict_mode() -> None:
         {},
         {"scheduler": {"mode": "extender"}, "tls": {"certManager": True}},
         {"scheduler": {"mode": "plugin"}, "tls": {"certManager": True}, "monitoring": {"enabled": True}},
+        {"kueue": {"enabled": True, "flavor": {"nodeLabels": {"nvidia.com/gpu.present": "true"}}}},
     ):
         report = lint(CHART, values, strict=True, kube_version="v1.30.0")
         problems = [message for message in report["messages"] if message["severity"] >= 2]
