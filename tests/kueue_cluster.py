@@ -7,7 +7,8 @@ the webhook configurations, the Secret its certificates go in. What differs from
 
 * The controller runs as a process here, not as the chart's Deployment, with the chart's own configuration
   (``managerConfig``), changed for this machine: the ports it listens on (free ones), the folder its certificates
-  are written to, and the frameworks it manages (the ones these tests create: ``batch/job`` and ``pod``).
+  are written to, its Lease's namespace (in a pod, read from the ServiceAccount's namespace file), and the
+  frameworks it manages (the ones these tests create: ``batch/job`` and ``pod``).
 * The webhook Service is an ``ExternalName`` Service naming ``localhost``, at the webhook's port: the API server
   resolves a webhook's Service to ``https://<externalName>:<port>`` (k8s.io/apiserver pkg/util/proxy
   ``ResolveCluster``) and checks the certificate against ``<service>.<namespace>.svc`` as in a cluster

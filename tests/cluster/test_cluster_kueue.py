@@ -206,6 +206,16 @@ class KueueScene(SchedulerScene):
         assert current is not None
         return next((c for c in current.get("status", {}).get("conditions") or () if c["type"] == kind), {})
 
+    def wait_held_by_quota(self, job: str) -> None:
+        """Kueue holds Job ``job`` for want of quota: its Workload waits with Kueue's reason, the Job stays
+        suspended, and no pod of it exists."""
+        workload = self.workload_of(job)
+        wait_until(lambda: self.condition(workload, "QuotaReserved").get("reason") == "Pending", timeout_s=BOUND_S,
+                   what=f"Job {job}'s Workload to wait for quota")  # fmt: skip
+        assert "insufficient unused quota" in self.condition(workload, "QuotaReserved")["message"]
+        assert self.get_job(job)["spec"]["suspend"] is True
+        assert self.job_pods(job) == {}
+
     def close(self) -> None:
         """The Jobs, the queues and the namespace's pods gone, and the nodes removed."""
         self.plane.kubectl("delete", "jobs", "--all", "-n", self.namespace, "--wait=false", check=False)
@@ -394,12 +404,7 @@ def test_a_job_beyond_the_quota_stays_suspended_with_no_pod_until_quota_frees(sc
     scene.job("first", pods=2)
     first = scene.wait_job_bound("first", 2)
     scene.job("second", pods=2)
-    workload = scene.workload_of("second")
-    wait_until(lambda: scene.condition(workload, "QuotaReserved").get("reason") == "Pending", timeout_s=BOUND_S,
-               what="the second Job's Workload to wait for quota")  # fmt: skip
-    assert "insufficient unused quota" in scene.condition(workload, "QuotaReserved")["message"]
-    assert scene.get_job("second")["spec"]["suspend"] is True
-    assert scene.job_pods("second") == {}
+    scene.wait_held_by_quota("second")
     assert all(pod["spec"].get("nodeName") for pod in first.values())
     scene.plane.kubectl("delete", "job", "first", "-n", scene.namespace, "--wait=false")
     scene.plane.kubectl("delete", "pods", "-n", scene.namespace, "-l", "batch.kubernetes.io/job-name=first",
@@ -493,12 +498,7 @@ def test_the_walkthrough_places_the_example_training_job_and_holds_a_third_to_th
         reserved = queue["status"]["flavorsReservation"]
         assert {r["name"]: r.get("borrowed") for f in reserved for r in f["resources"]}["nvidia.com/gpu"] == "16"
         plane.kubectl("create", "-f", "-", input_text=yaml.safe_dump(_renamed(job, "llm-pretrain-3")))
-        workload = team.workload_of("llm-pretrain-3")
-        wait_until(lambda: team.condition(workload, "QuotaReserved").get("reason") == "Pending", timeout_s=BOUND_S,
-                   what="the third Job to wait for quota")  # fmt: skip
-        assert "insufficient unused quota" in team.condition(workload, "QuotaReserved")["message"]
-        assert team.get_job("llm-pretrain-3")["spec"]["suspend"] is True
-        assert team.job_pods("llm-pretrain-3") == {}
+        team.wait_held_by_quota("llm-pretrain-3")
     finally:
         for namespace in ("team-a", "team-b"):
             plane.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false", check=False)
