@@ -9,7 +9,10 @@
    virtualenv and without build isolation: the declared minimum is one that builds the project.
 3. For each image, the steps its Dockerfile takes, in a fresh virtualenv: the image's locked requirements with
    ``--require-hashes``, then the wheel with ``--no-deps``; import every module of the program (so a missing
-   dependency fails here, not in a pod), run its commands, and print the size of its site-packages.
+   dependency fails here, not in a pod), run its commands, and print the size of its site-packages. For the
+   placement image also its kernel stage (``check_kernel``): the admission kernel built ahead of time with numba
+   in a virtualenv of its own, its files copied into the image's, where the service must turn it on without
+   numba.
 4. The README's path: ``pip install`` of the wheel (with its dependencies) into a fresh virtualenv, then
    ``kubectl-kubenexus --version``, ``kubenexus-agent discover`` and ``kubenexus-placement simulate``.
    simulate may answer with a result, or with exit code 2 and one sentence naming the flags and variable to
@@ -68,7 +71,7 @@ IMAGES = (
         dockerfile="Dockerfile.placement",
         lock="requirements/placement.txt",
         packages=("kubenexus", "placement"),
-        # The [compiled] extra (numba) is opt-in; the image runs the numpy kernel.
+        # numba ([compiled]) is only in the kernel stage; the image runs the kernel that stage built.
         optional_modules=("placement.core.kernel.compiled",),
         commands=(("kubenexus-placement", "--version"),),
     ),
@@ -196,8 +199,45 @@ def check_image(image: Image, wheel: Path, scratch: Path) -> None:
             )
     commands = " / ".join(" ".join(command) for command in image.commands)
     print(f"image {image.name}: {modules} modules import; {commands} ok")
+    if image.name == "placement":
+        check_kernel(bin_dir, wheel, scratch)
     installed = site_packages_megabytes(bin_dir) - baseline
     print(f"  the {image.name} image installs {installed:.0f} MB into site-packages (bytecode included)")
+
+
+# Runs inside the placement image's virtualenv once the kernel's files are in: the service turns it on without
+# numba (the image has none), as serve does at start.
+KERNEL_LOADS = """
+import importlib.util, sys
+from placement.core import kernel
+if importlib.util.find_spec("numba") is not None:
+    sys.exit("numba is installed: the image must not hold it")
+reason = kernel.enable(allow_jit=False)
+if reason is not None or kernel.active() != kernel.AHEAD_OF_TIME:
+    sys.exit(f"the admission kernel built ahead of time is not in use: {reason}")
+print(kernel.active())
+"""
+
+
+def check_kernel(image_bin: Path, wheel: Path, scratch: Path) -> None:
+    """Dockerfile.placement's kernel stage: the service's lock, the kernel's (numba) and the wheel in a fresh
+    virtualenv, then ``python -m placement.core.kernel.ahead_of_time``; its files copied beside the package in the
+    image's virtualenv, where the service must turn the kernel on without numba."""
+    builder = fresh_virtualenv(scratch / "kernel-stage")
+    for lock in (REPOSITORY / "requirements" / "placement.txt", REPOSITORY / "requirements" / "kernel.txt"):
+        pip(builder, "--require-hashes", "--no-deps", "-r", lock, cwd=scratch)
+    pip(builder, "--no-deps", wheel, cwd=scratch)
+    built = scratch / "kernel"
+    run([builder / "python", "-m", "placement.core.kernel.ahead_of_time", "--output-dir", built], cwd=scratch,
+        env=environment_of(builder))  # fmt: skip
+    site_packages = next((image_bin.parent / "lib").glob("python3*/site-packages"))
+    files = sorted(built.iterdir())
+    for path in files:
+        shutil.copy2(path, site_packages / "placement" / "core" / "kernel" / path.name)
+    source = run([image_bin / "python", "-c", KERNEL_LOADS], cwd=scratch, env=environment_of(image_bin)).strip()
+    size = sum(path.stat().st_size for path in files) / 1e6
+    names = ", ".join(path.name for path in files)
+    print(f"  the kernel stage builds {names} ({size:.1f} MB); the image runs it, {source}")
 
 
 def check_readme_install(wheel: Path, scratch: Path) -> None:

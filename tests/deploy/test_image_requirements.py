@@ -25,7 +25,8 @@ IMAGE_INPUTS = {"Dockerfile.agent": "requirements/agent.in", "Dockerfile.placeme
 
 def requirements_of(path: str) -> dict[NormalizedName, Requirement]:
     lines = (REPO / path).read_text().splitlines()
-    parsed = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    # Options (``-c placement.txt``: a constraint file) are the lock tool's, not requirements.
+    parsed = [Requirement(line) for line in lines if line.strip() and not line.startswith(("#", "-"))]
     return {canonicalize_name(requirement.name): requirement for requirement in parsed}
 
 
@@ -71,7 +72,7 @@ def test_the_build_input_is_the_declared_build_requirement() -> None:
     assert (locked_input.name, locked_input.specifier) == (declared.name, declared.specifier)
 
 
-@pytest.mark.parametrize("image_input", [*IMAGE_INPUTS.values(), "requirements/build.in"])
+@pytest.mark.parametrize("image_input", [*IMAGE_INPUTS.values(), "requirements/build.in", "requirements/kernel.in"])
 def test_each_lock_pins_every_input_within_its_range_with_hashes(image_input: str) -> None:
     pinned = locked_versions(image_input.removesuffix(".in") + ".txt")
     for name, requirement in requirements_of(image_input).items():
@@ -83,15 +84,49 @@ def test_each_lock_pins_every_input_within_its_range_with_hashes(image_input: st
 def test_each_dockerfile_installs_its_lock_before_the_source_in_a_separate_stage(
     dockerfile: str, image_input: str
 ) -> None:
-    text = (REPO / dockerfile).read_text()
-    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
-    assert len(stages) == 2, f"{dockerfile}: a wheel-building stage and the image"
-    bases = {stage.split()[0] for stage in stages}
-    assert len(bases) == 1, f"{dockerfile}: both stages on one base image"
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", bases.pop()), "a pinned patch release of 3.11-slim"
-    image = stages[1]
+    stages = _stages(dockerfile)
+    # The placement image builds its admission kernel in a stage between (test below).
+    assert len(stages) == (3 if dockerfile == "Dockerfile.placement" else 2), f"{dockerfile}: its stages"
+    wheel, image = stages[0], stages[-1]
+    assert wheel.split()[0] == image.split()[0], f"{dockerfile}: the wheel and the image on one base image"
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", image.split()[0]), "a pinned patch release of 3.11-slim"
     lock = image_input.removesuffix(".in") + ".txt"
     assert f"COPY {lock} " in image
     assert "--require-hashes" in image
     assert image.index(f"COPY {lock} ") < image.index("COPY --from=wheel"), "dependencies first, then the wheel"
     assert not re.search(r"^COPY (kubenexus|agent|placement) ", image, re.M), "the image gets the wheel, not the source"
+
+
+def _stages(dockerfile: str) -> list[str]:
+    return re.split(r"^FROM ", (REPO / dockerfile).read_text(), flags=re.M)[1:]
+
+
+def test_the_placement_image_builds_its_kernel_in_a_stage_of_its_own_and_keeps_only_the_module() -> None:
+    """The kernel stage: the final image's Python release on Debian's full image (a C compiler), the service's
+    lock and the kernel's (numba) with hashes, the wheel, then the build; the image copies the module and its
+    digest beside the installed package, and never installs numba."""
+    _, kernel, image = _stages("Dockerfile.placement")
+    base = image.split()[0]
+    assert kernel.split()[:3] == [base.replace("-slim-bookworm", "-bookworm"), "AS", "kernel"]
+    installs = re.findall(r"-r (/tmp/\S+\.txt)", kernel)
+    assert installs == ["/tmp/placement.txt", "/tmp/kernel.txt"]
+    assert kernel.count("--require-hashes") == 2
+    assert (
+        kernel.index("-r /tmp/kernel.txt")
+        < kernel.index("COPY --from=wheel")
+        < kernel.index("python -m placement.core.kernel.ahead_of_time --output-dir /kernel")
+    )
+    python = re.fullmatch(r"python:(3\.\d+)\.\d+-slim-bookworm", base)
+    assert python is not None
+    assert f"COPY --from=kernel /kernel/ /usr/local/lib/python{python[1]}/site-packages/placement/core/kernel/" in image
+    assert "kernel.txt" not in image
+
+
+def test_the_kernel_lock_is_numba_of_the_compiled_extra_over_the_services_numpy() -> None:
+    (compiled,) = [Requirement(item) for item in PYPROJECT["project"]["optional-dependencies"]["compiled"]]
+    (numba,) = requirements_of("requirements/kernel.in").values()
+    assert (numba.name, numba.specifier) == (compiled.name, compiled.specifier)
+    assert "-c placement.txt" in (REPO / "requirements" / "kernel.in").read_text().splitlines()
+    kernel, service = locked_versions("requirements/kernel.txt"), locked_versions("requirements/placement.txt")
+    assert numba.specifier.contains(kernel[canonicalize_name("numba")])
+    assert kernel[canonicalize_name("numpy")] == service[canonicalize_name("numpy")]
