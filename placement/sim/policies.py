@@ -264,13 +264,15 @@ def typical_pods(pods: Sequence[TracePod], popularity: float = TYPICAL_POD_POPUL
 
     As the FGD simulator's ``GetTypicalPods`` (pkg/utils/frag.go) with the artifact's settings (CPU-only
     pods included, ``podPopularityThreshold`` ``popularity``, step 1): shapes by count, most frequent first
-    (ties by CPU, share, count, models), taken until they cover ``popularity`` percent of the pods; their
+    (equally frequent ones the larger CPU, GPU share, GPU count, models first: its ``sort.Reverse`` of
+    ``TargetPodList.Less``, pkg/type/resource.go, which decides the shapes the cut keeps among equally rare
+    ones), taken until they cover ``popularity`` percent of the pods; their
     frequencies renormalised over the shapes taken. The GPU models are part of the shape, as its
     ``PodResource.GpuType`` is; a pod asking for no CPU counts as 100 millicores (kube-scheduler's non-zero
     request, which the simulator's ``GetPodResource`` reads).
     """
     counts = Counter((max(p.cpu_milli, NONZERO_CPU_MILLI), p.gpu_milli, p.gpus, p.gpu_models) for p in pods)
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ordered = sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True)
     wanted, covered, taken = popularity * len(pods) / 100, 0, 0
     while taken < len(ordered) and covered < wanted:
         covered += ordered[taken][1]

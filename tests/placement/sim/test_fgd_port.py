@@ -49,6 +49,17 @@ def test_typical_pods_cover_the_popularity_threshold_and_are_renormalised() -> N
     assert typical_pods([_pod("zero", cpu=0)])[0].cpu_milli == 100
 
 
+def test_among_equally_rare_shapes_the_cut_keeps_the_larger_as_the_artifacts_reverse_sort_does() -> None:
+    # 18 pods of one shape and two singletons: 95% of 20 is 19, so the cut keeps one singleton. GetTypicalPods
+    # sorts with sort.Reverse(TargetPodList): equal counts fall in the reverse of PodResource.Less, the larger
+    # CPU first, so the 8-core singleton is kept, not the 2-core one (nor the 1-GPU before the 2-GPU).
+    common = [_pod(f"a{i}") for i in range(18)]
+    kept = typical_pods([*common, _pod("small", cpu=2000), _pod("large", cpu=8000)])
+    assert [(t.cpu_milli, t.share) for t in kept] == [(4000, 18 / 19), (8000, 1 / 19)]
+    kept = typical_pods([*common, _pod("one", cpu=2000, gpus=1), _pod("two", cpu=2000, gpus=2)])
+    assert [(t.gpus, t.cpu_milli) for t in kept] == [(1, 4000), (2, 2000)]
+
+
 def test_ties_go_to_the_node_whose_name_sorts_first() -> None:
     # The FGD simulator's selectHost breaks ties by the lowest node name (not at random): two empty,
     # identical nodes, the second named first, always get the pod there, under FGD and BestFit alike.
