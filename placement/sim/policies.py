@@ -31,7 +31,7 @@ from placement.core.intent import PodIntent
 from placement.core.pods import PendingPod
 from placement.core.vocabulary import GPU_MILLI, PodShape
 from placement.sim.cluster import MAX_CELLS, SimCluster, exclusive_cpus, kubelet_pod
-from placement.sim.trace import TracePod, gpu_model_affinity, node_labels, node_topology
+from placement.sim.trace import TracePod, gpu_model_affinity, node_labels, node_topology, parse_gpu_spec
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import GangConfig, GangCoordinator, GangPlacement
 from placement.state.reservations import Reservations
@@ -266,20 +266,28 @@ def typical_pods(pods: Sequence[TracePod], popularity: float = TYPICAL_POD_POPUL
     pods included, ``podPopularityThreshold`` ``popularity``, step 1): shapes by count, most frequent first
     (equally frequent ones the larger CPU, GPU share, GPU count, models first: its ``sort.Reverse`` of
     ``TargetPodList.Less``, pkg/type/resource.go, which decides the shapes the cut keeps among equally rare
-    ones), taken until they cover ``popularity`` percent of the pods; their
-    frequencies renormalised over the shapes taken. The GPU models are part of the shape, as its
-    ``PodResource.GpuType`` is; a pod asking for no CPU counts as 100 millicores (kube-scheduler's non-zero
-    request, which the simulator's ``GetPodResource`` reads).
+    ones), taken until they cover ``popularity`` percent of the pods; their frequencies renormalised over the
+    shapes taken. The GPU models are part of the shape, as its ``PodResource.GpuType`` is, keyed by the
+    ``gpu_spec`` text as written (``_spec_of``); a pod asking for no CPU counts as 100 millicores
+    (kube-scheduler's non-zero request, which the simulator's ``GetPodResource`` reads).
     """
-    counts = Counter((max(p.cpu_milli, NONZERO_CPU_MILLI), p.gpu_milli, p.gpus, p.gpu_models) for p in pods)
+    counts = Counter((max(p.cpu_milli, NONZERO_CPU_MILLI), p.gpu_milli, p.gpus, _spec_of(p)) for p in pods)
     ordered = sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True)
     wanted, covered, taken = popularity * len(pods) / 100, 0, 0
     while taken < len(ordered) and covered < wanted:
         covered += ordered[taken][1]
         taken += 1
     return [
-        TypicalPod(cpu, milli, gpus, count / covered, models) for (cpu, milli, gpus, models), count in ordered[:taken]
+        TypicalPod(cpu, milli, gpus, count / covered, parse_gpu_spec(spec))
+        for (cpu, milli, gpus, spec), count in ordered[:taken]
     ]
+
+
+def _spec_of(pod: TracePod) -> str:
+    """The GPU model constraint as FGD's ``PodResource.GpuType`` holds it: the pod's annotation as written
+    (``GetGpuModelFromPodAnnotation``), so "V100M16|V100M32|V100M32" is a shape of its own beside
+    "V100M16|V100M32"; a pod built without the text (a derived list, a test) by its sorted models."""
+    return pod.gpu_spec or "|".join(pod.gpu_models)
 
 
 @dataclass

@@ -103,6 +103,9 @@ class TracePod:
     gang: str | None = None  # gang name, for members of a synthesised gang
     gpu_models: tuple[str, ...] = ()  # the trace's gpu_spec: the node's GPU model must be one of these; () any
     priority: int = 0  # spec.priority; the trace has none (placement.sim.preemption_trace assigns a mix)
+    # The gpu_spec field as written ("V100M16|V100M32|V100M32"), "" without one: what FGD keys its typical pods
+    # by (placement.sim.policies.typical_pods); gpu_models is its set, what a node is judged by.
+    gpu_spec: str = ""
 
     @property
     def shares_gpu(self) -> bool:
@@ -190,7 +193,8 @@ def load_pods(path: Path, *, largest_socket_gpus: int = 4) -> list[TracePod]:
                 gpu_milli=gpu_milli,
                 guaranteed=(row.get("qos") or "") in GUARANTEED_QOS,
                 intent=intent,
-                gpu_models=parse_gpu_spec(row.get("gpu_spec")),
+                gpu_models=(models := parse_gpu_spec(row.get("gpu_spec"))),
+                gpu_spec=str(row.get("gpu_spec") or "").strip() if models else "",
             )
         )
     return synthesise_gangs(pods)

@@ -8,6 +8,7 @@ pkg/simulator/plugin/fgd_score.go; checked here on clusters small enough to work
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 
@@ -47,6 +48,18 @@ def test_typical_pods_cover_the_popularity_threshold_and_are_renormalised() -> N
     assert [(t.gpus, t.share) for t in typical_pods(workload, 100)] == [(1, 0.95), (8, 0.05)]
     # A pod asking for no CPU counts as kube-scheduler's non-zero default, 100 millicores.
     assert typical_pods([_pod("zero", cpu=0)])[0].cpu_milli == 100
+
+
+def test_a_model_set_written_another_way_is_a_shape_of_its_own_as_the_artifact_keys_it() -> None:
+    # PodResource.GpuType is the pod's annotation as written: "V100M16|V100M32|V100M32" is not grouped with
+    # "V100M16|V100M32" (both accept the same nodes), so each is counted, and cut, on its own.
+    plain = [replace(_pod(f"p{i}", models=("V100M16", "V100M32")), gpu_spec="V100M16|V100M32") for i in range(3)]
+    twice = replace(_pod("t", models=("V100M16", "V100M32")), gpu_spec="V100M16|V100M32|V100M32")
+    typical = typical_pods([*plain, twice], 100)
+    models = ("V100M16", "V100M32")
+    assert [(t.gpu_models, t.share) for t in typical] == [(models, 0.75), (models, 0.25)]
+    # At 75% of four pods the three plain ones suffice: the other spelling is cut.
+    assert [(t.gpu_models, t.share) for t in typical_pods([*plain, twice], 75)] == [(models, 1.0)]
 
 
 def test_among_equally_rare_shapes_the_cut_keeps_the_larger_as_the_artifacts_reverse_sort_does() -> None:

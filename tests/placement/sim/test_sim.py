@@ -296,7 +296,7 @@ def test_an_empty_gpu_spec_changes_nothing(tmp_path: Path) -> None:
             writer.writerows({**row, "gpu_spec": ""} for row in rows)
     blank, without = load_pods(tmp_path / "blank.csv"), load_pods(tmp_path / "without-column.csv")
     assert blank == without
-    assert blank == [replace(pod, gpu_models=()) for pod in load_pods(GPU_SPEC_PODS)]
+    assert blank == [replace(pod, gpu_models=(), gpu_spec="") for pod in load_pods(GPU_SPEC_PODS)]
     cluster = SimCluster(nodes)
     for pod in blank:
         assert pending_pod("p", pod).constraints == PodConstraints()
