@@ -16,6 +16,7 @@ from kubenexus.topology.labels import encode_node_metadata
 from kubenexus.topology.model import NodeTopology
 from kubenexus.topology.nrt import encode_nrt
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY
+from placement.shim.client import TlsFiles
 from tests.control_plane import ControlPlane, agent_kubeconfig, ensure_object
 
 SCHEDULER = "kubenexus-scheduler"
@@ -25,6 +26,23 @@ NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 # Deadlines, not waits: a loaded 2-core machine runs several control planes at once.
 BOUND_S = 120.0
+
+
+def serve_tls_args(certificates: Path) -> list[str]:
+    """``serve``'s mutual-TLS flags with the test CA's files (the ``certificates`` fixture), the shims' identity
+    (``SCHEDULER``) the one that may write."""
+    return [
+        f"--tls-cert={certificates / 'server.crt'}",
+        f"--tls-key={certificates / 'server.key'}",
+        f"--tls-client-ca={certificates / 'ca.crt'}",
+        f"--writer-identity={SCHEDULER}",
+    ]
+
+
+def shim_tls(certificates: Path) -> TlsFiles:
+    """The client side: the shims' certificate (CN ``SCHEDULER``) and the test CA."""
+    return TlsFiles(ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt",
+                    key=certificates / f"{SCHEDULER}.key")  # fmt: skip
 
 
 def publish_topology(plane: ControlPlane, node: str, topology: NodeTopology, folder: Path) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,12 +22,14 @@ from placement.core.podgroup import SpreadPolicy
 from placement.core.pods import PendingPod, PodUsage
 from placement.core.topology_manager import Container, Pod, QOSClass, admit
 from placement.core.vocabulary import IntArray, demand_of
+from placement.service.engine import PlacementEngine
+from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
 from placement.state.gang_coordinator import DEFAULT_RACK_KEY as RACK
 from placement.state.gang_coordinator import DEFAULT_ZONE_KEY as ZONE
 from placement.state.gang_coordinator import GangConfig, GangCoordinator
 from placement.state.reservations import Reservations
-from tests.machines.node_topologies import GIB, RDMA
+from tests.machines.node_topologies import GIB, RDMA, nvswitch_node
 
 
 class Clock:
@@ -63,6 +65,28 @@ def member(
 # A coordinator on a fake clock: no failed plan waits to be tried again, however long it took on a loaded machine
 # (``GangConfig.slow_plan_s``): the clock is fake, the planning time real.
 FAKE_CLOCK_CONFIG = GangConfig(slow_plan_s=math.inf)
+
+
+@dataclass(frozen=True)
+class GangEngine:
+    """A placement engine whose gangs are the coordinator's, on a test clock: what the gRPC gang tests serve."""
+
+    index: ClusterIndex
+    reservations: Reservations
+    gangs: CoordinatedGangs
+    engine: PlacementEngine
+
+
+def gang_engine(nodes: Sequence[str], clock: Clock) -> GangEngine:
+    """The engine over ``nodes``, each an 8-GPU NVSwitch machine of two NUMA cells, its gangs coordinated on
+    ``clock`` (``FAKE_CLOCK_CONFIG``)."""
+    index = ClusterIndex()
+    for name in nodes:
+        index.upsert_topology(name, nvswitch_node(cells=2))
+    reservations = Reservations(index, clock=clock)
+    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=FAKE_CLOCK_CONFIG, clock=clock), clock=clock)
+    return GangEngine(index, reservations, gangs,
+                      PlacementEngine(index=index, reservations=reservations, gangs=gangs, clock=clock))  # fmt: skip
 
 
 class Cluster:

@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from kubenexus.kube.client import Json
-from placement.shim.client import PlacementClient, TlsFiles
+from placement.shim.client import PlacementClient
 from tests import REPO
 from tests.cluster_kube_scheduler import KUBE_SCHEDULER_ACCOUNT, SYSTEM, kube_scheduler_identity, start_scheduler
-from tests.cluster_scene import SCHEDULER
+from tests.cluster_scene import SCHEDULER, serve_tls_args, shim_tls
 from tests.control_plane import PLACEMENT_MANIFESTS, ControlPlane, Process, install, placement_kubeconfig
 from tests.programs import Service
 from tools.kubenexus_scheduler import PROGRAMS
@@ -77,16 +77,8 @@ def plugged_scheduler(
     control_plane.apply_objects(kube_scheduler_identity(mode="plugin"))
     placement = placement_kubeconfig(control_plane, placement_pod, folder / "placement.kubeconfig",
                                      node=f"{placement_pod}-system")  # fmt: skip
-    service = Service(
-        placement,
-        f"--tls-cert={certificates / 'server.crt'}",
-        f"--tls-key={certificates / 'server.key'}",
-        f"--tls-client-ca={certificates / 'ca.crt'}",
-        f"--writer-identity={SCHEDULER}",
-    )
-    shim = TlsFiles(ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt",
-                    key=certificates / f"{SCHEDULER}.key")  # fmt: skip
-    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim)
+    service = Service(placement, *serve_tls_args(certificates))
+    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim_tls(certificates))
     scheduler: Process | None = None
     try:
         service.wait_ready()

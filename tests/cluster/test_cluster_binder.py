@@ -62,6 +62,8 @@ from tests.cluster_scene import (
     close_scene,
     create_scene_namespace,
     publish_topology,
+    serve_tls_args,
+    shim_tls,
 )
 from tests.conftest import wait_until
 from tests.control_plane import ControlPlane, Process, ensure_object, free_port, placement_kubeconfig
@@ -113,15 +115,7 @@ def placement(
     folder = tmp_path_factory.mktemp("placement")
     kubeconfig = placement_kubeconfig(control_plane, PLACEMENT_POD, folder / "kubeconfig", node="binder-tests-system")
     env = {"POD_NAME": PLACEMENT_POD, "POD_NAMESPACE": PLACEMENT_NAMESPACE}
-    service = Service(
-        kubeconfig,
-        "--leader-elect",
-        f"--tls-cert={certificates / 'server.crt'}",
-        f"--tls-key={certificates / 'server.key'}",
-        f"--tls-client-ca={certificates / 'ca.crt'}",
-        f"--writer-identity={SCHEDULER}",
-        env=env,
-    )
+    service = Service(kubeconfig, "--leader-elect", *serve_tls_args(certificates), env=env)
     binder_metrics = free_port()
     binder = Program("binder", [
         "binder", f"--kubeconfig={kubeconfig}", f"--service={service.address}",
@@ -129,9 +123,7 @@ def placement(
         f"--service-key={certificates / f'{SCHEDULER}.key'}", f"--metrics-address=127.0.0.1:{binder_metrics}",
         "--interval=0.5",
     ], env=env)  # fmt: skip
-    tls = TlsFiles(
-        ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt", key=certificates / f"{SCHEDULER}.key"
-    )
+    tls = shim_tls(certificates)
     client = PlacementClient.connect(service.address, tls=tls, deadline_s=30)
     try:
         service.wait_ready()

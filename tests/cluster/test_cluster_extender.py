@@ -41,7 +41,7 @@ from placement.core.annotations import (
     POLICY_KEY,
     RESERVED_NODE_KEY,
 )
-from placement.shim.client import PlacementClient, TlsFiles
+from placement.shim.client import PlacementClient
 from tests import REPO
 from tests.cluster_kube_scheduler import (
     KUBE_SCHEDULER_ACCOUNT,
@@ -60,6 +60,8 @@ from tests.cluster_scene import (
     SCHEDULER,
     cells_and_gpus,
     create_scene_namespace,
+    serve_tls_args,
+    shim_tls,
 )
 from tests.conftest import wait_until
 from tests.control_plane import (
@@ -138,24 +140,16 @@ def extended(
     ensure_object(control_plane, "/apis/resource.k8s.io/v1/deviceclasses", gpu_class())
     placement = placement_kubeconfig(control_plane, PLACEMENT_POD, folder / "placement.kubeconfig",
                                      node="extender-tests-system")  # fmt: skip
-    shim_tls = [f"--service-ca={certificates / 'ca.crt'}", f"--service-cert={certificates / f'{SCHEDULER}.crt'}",
-                f"--service-key={certificates / f'{SCHEDULER}.key'}"]  # fmt: skip
-    service = Service(
-        placement,
-        f"--tls-cert={certificates / 'server.crt'}",
-        f"--tls-key={certificates / 'server.key'}",
-        f"--tls-client-ca={certificates / 'ca.crt'}",
-        f"--writer-identity={SCHEDULER}",
-    )
+    service_tls = [f"--service-ca={certificates / 'ca.crt'}", f"--service-cert={certificates / f'{SCHEDULER}.crt'}",
+                   f"--service-key={certificates / f'{SCHEDULER}.key'}"]  # fmt: skip
+    service = Service(placement, *serve_tls_args(certificates))
     port = free_port()
     extender = Program("extender", [
         "extender", f"--kubeconfig={placement}", f"--listen=127.0.0.1:{port}", f"--service={service.address}",
         f"--tls-cert={certificates / 'server.crt'}", f"--tls-key={certificates / 'server.key'}",
-        f"--tls-client-ca={certificates / 'ca.crt'}", *shim_tls, "--gang-timeout=10", "--log-level=debug",
+        f"--tls-client-ca={certificates / 'ca.crt'}", *service_tls, "--gang-timeout=10", "--log-level=debug",
     ])  # fmt: skip
-    shim = TlsFiles(ca=certificates / "ca.crt", cert=certificates / f"{SCHEDULER}.crt",
-                    key=certificates / f"{SCHEDULER}.key")  # fmt: skip
-    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim)
+    client = PlacementClient.connect(service.address, deadline_s=30, tls=shim_tls(certificates))
     scheduler: Process | None = None
     try:
         service.wait_ready()

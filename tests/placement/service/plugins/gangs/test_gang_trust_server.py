@@ -19,12 +19,9 @@ from placement.api.v1 import placement_pb2 as pb
 from placement.core.annotations import GROUP_NAME_KEY, MIN_AVAILABLE_KEY
 from placement.service.engine import PlacementEngine
 from placement.service.gang_port import CoordinatedGangs
-from placement.state.cluster_index import ClusterIndex
-from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S, GangCoordinator
-from placement.state.reservations import Reservations
-from tests.gang_fixtures import FAKE_CLOCK_CONFIG, Clock
+from placement.state.gang_coordinator import DEFAULT_MAX_MEMBERS, DEFAULT_PERMIT_TIMEOUT_S
+from tests.gang_fixtures import Clock, gang_engine
 from tests.grpc_server import RunningServer
-from tests.machines.node_topologies import nvswitch_node
 
 NODES = ("a", "b")
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -42,15 +39,10 @@ class Service:
 @pytest.fixture
 def service() -> Iterator[Service]:
     clock = Clock()
-    index = ClusterIndex()
-    for name in NODES:
-        index.upsert_topology(name, nvswitch_node(cells=2))
-    reservations = Reservations(index, clock=clock)
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=FAKE_CLOCK_CONFIG, clock=clock), clock=clock)
-    engine = PlacementEngine(index=index, reservations=reservations, gangs=gangs, clock=clock)
-    running = RunningServer(engine)
+    made = gang_engine(NODES, clock)
+    running = RunningServer(made.engine)
     try:
-        yield Service(running, engine, gangs, clock, running.stub)
+        yield Service(running, made.engine, made.gangs, clock, running.stub)
     finally:
         running.close()
 

@@ -18,14 +18,11 @@ from placement.cluster.feed import ClusterFeed
 from placement.core.annotations import ASSIGNED_CELLS_KEY, ASSIGNED_GPUS_KEY, format_ids
 from placement.core.gang_sources import SOURCE_KUEUE, group_of
 from placement.core.kueue import KUEUE_GROUP_NAME_KEY, KUEUE_GROUP_TOTAL_COUNT_KEY, KUEUE_MANAGED_KEY
-from placement.service.engine import PlacementEngine
 from placement.service.gang_port import CoordinatedGangs
 from placement.state.cluster_index import ClusterIndex
-from placement.state.gang_coordinator import GangCoordinator, GangPhase
-from placement.state.reservations import Reservations
-from tests.gang_fixtures import FAKE_CLOCK_CONFIG, Clock
+from placement.state.gang_coordinator import GangPhase
+from tests.gang_fixtures import Clock, gang_engine
 from tests.grpc_server import RunningServer
-from tests.machines.node_topologies import nvswitch_node
 
 NODES = ("a", "b")
 MEMBERS = 2
@@ -41,22 +38,16 @@ class Service:
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    clock = Clock()
-    index = ClusterIndex()
-    for name in NODES:
-        index.upsert_topology(name, nvswitch_node(cells=2))
-    reservations = Reservations(index, clock=clock)
-    gangs = CoordinatedGangs(GangCoordinator(index, reservations, config=FAKE_CLOCK_CONFIG, clock=clock), clock=clock)
-    engine = PlacementEngine(index=index, reservations=reservations, gangs=gangs, clock=clock)
+    made = gang_engine(NODES, Clock())
     feed = ClusterFeed(
         api=None,  # type: ignore[arg-type]  # the pod handler under test never calls the API
-        index=index,
-        reservations=reservations,
-        on_pod=engine.observe_pod,
+        index=made.index,
+        reservations=made.reservations,
+        on_pod=made.engine.observe_pod,
     )
-    running = RunningServer(engine)
+    running = RunningServer(made.engine)
     try:
-        yield Service(running, index, gangs, feed)
+        yield Service(running, made.index, made.gangs, feed)
     finally:
         running.close()
 
