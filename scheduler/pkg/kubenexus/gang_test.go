@@ -124,14 +124,7 @@ func TestPreFilterPlansTheWholeGroup(t *testing.T) {
 				t.Fatalf("PlaceGang called %d times", len(service.gangCalls))
 			}
 			group := service.gangCalls[0].GetGroup()
-			var names []string
-			for _, body := range group.GetMembersJson() {
-				var sent v1.Pod
-				if err := json.Unmarshal([]byte(body), &sent); err != nil {
-					t.Fatal(err)
-				}
-				names = append(names, sent.Name)
-			}
+			names := sentNames(t, group)
 			// train-9 is bound: the group needs 2 more beside it, of the 3 pending.
 			if strings.Join(names, ",") != "train-0,train-1,train-2" || group.GetMinMember() != 2 || group.GetName() != "train" || group.GetNamespace() != "ml" {
 				t.Errorf("asked for group %s/%s min %d members %v", group.GetNamespace(), group.GetName(), group.GetMinMember(), names)
@@ -290,6 +283,16 @@ func TestPreFilterPlansAKueueGroupWhole(t *testing.T) {
 		t.Fatalf("PlaceGang called %d times", len(service.gangCalls))
 	}
 	group := service.gangCalls[0].GetGroup()
+	names := sentNames(t, group)
+	// train-9 is bound: the group of 4 needs 3 more beside it.
+	if strings.Join(names, ",") != "train-0,train-1,train-2" || group.GetMinMember() != 3 || group.GetName() != "kueue_train" || group.GetNamespace() != "ml" {
+		t.Errorf("asked for group %s/%s min %d members %v", group.GetNamespace(), group.GetName(), group.GetMinMember(), names)
+	}
+}
+
+// sentNames are the names of the members a PlaceGang request carried, in its order.
+func sentNames(t *testing.T, group *placementv1.PodGroup) []string {
+	t.Helper()
 	var names []string
 	for _, body := range group.GetMembersJson() {
 		var sent v1.Pod
@@ -298,8 +301,5 @@ func TestPreFilterPlansAKueueGroupWhole(t *testing.T) {
 		}
 		names = append(names, sent.Name)
 	}
-	// train-9 is bound: the group of 4 needs 3 more beside it.
-	if strings.Join(names, ",") != "train-0,train-1,train-2" || group.GetMinMember() != 3 || group.GetName() != "kueue_train" || group.GetNamespace() != "ml" {
-		t.Errorf("asked for group %s/%s min %d members %v", group.GetNamespace(), group.GetName(), group.GetMinMember(), names)
-	}
+	return names
 }

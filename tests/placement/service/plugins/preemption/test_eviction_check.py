@@ -64,15 +64,20 @@ class Follower:
         return "placement-0"
 
 
-@pytest.fixture
-def running() -> Iterator[RunningServer]:
-    engine = PlacementEngine.over(cluster())
-    engine.leadership = Follower()  # a read-only answer: any replica gives it
+def _serving_as_follower(index: ClusterIndex) -> Iterator[RunningServer]:
+    """The service over ``index`` as a follower (CheckEviction is a read-only answer: any replica gives it)."""
+    engine = PlacementEngine.over(index)
+    engine.leadership = Follower()
     server = RunningServer(engine)
     try:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def running() -> Iterator[RunningServer]:
+    yield from _serving_as_follower(cluster())
 
 
 def preemptor(gpus: int = 4) -> pb.Pod:
@@ -147,13 +152,7 @@ def kueue_running() -> Iterator[RunningServer]:
     place(index, "queued-low-0", "queued", (0, 1), priority=LOW, kueue=True)
     place(index, "queued-low-1", "queued", (2, 3), priority=LOW)
     place(index, "queued-high", "queued", (4, 5, 6, 7), priority=HIGH)
-    engine = PlacementEngine.over(index)
-    engine.leadership = Follower()
-    server = RunningServer(engine)
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _serving_as_follower(index)
 
 
 def test_a_candidate_evicting_a_pod_kueue_admitted_is_refused_naming_it(kueue_running: RunningServer) -> None:
@@ -221,13 +220,7 @@ def dra_running() -> Iterator[RunningServer]:
     shared = allocated_claim("shared", "a", (4, 5, 6, 7), namespace="ml", reserved_for=["shared-low", "keeper"])
     index.dra.set_claim(parse_resource_claim(shared))
     index.dra.set_claim(parse_resource_claim(gpu_claim("big-gpus", 4, namespace="ml")))
-    engine = PlacementEngine.over(index)
-    engine.leadership = Follower()
-    server = RunningServer(engine)
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _serving_as_follower(index)
 
 
 def claiming_preemptor_json() -> str:
