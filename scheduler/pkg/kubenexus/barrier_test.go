@@ -52,7 +52,7 @@ func TestPermitHoldsAGroupUntilEnoughOfItIsScheduledHere(t *testing.T) {
 				node = "n2"
 			}
 			first, second := member("train-0", "train", "3", "", ""), member("train-1", "train", "3", "", "")
-			plugin.pods = podLister(t, first, second, member("train-2", "train", "3", node, ""))
+			plugin.pods = podIndexer(t, first, second, member("train-2", "train", "3", node, ""))
 			plugin.planned(first, plan)
 			for _, pod := range []*v1.Pod{first, second} {
 				state := framework.NewCycleState()
@@ -146,7 +146,7 @@ func TestPermitReadsAReleaseNoticeOlderThanThisCyclesPlanAndAsksAgain(t *testing
 func TestPermitCountsAKueueGroupByItsLabel(t *testing.T) {
 	plugin := &Plugin{groups: map[types.UID]string{}, gangs: map[string]*gangBook{}}
 	pod := kueueMember("train-0", "train", "4", "")
-	plugin.pods = podLister(t, pod,
+	plugin.pods = podIndexer(t, pod,
 		kueueMember("train-1", "train", "4", "n1"),                  // bound
 		kueueMember("train-2", "train", "4", ""),                    // pending
 		member("ours-0", "train", "3", "n1", "kubenexus-scheduler"), // our group of the same label value, bound

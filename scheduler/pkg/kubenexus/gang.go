@@ -11,10 +11,9 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	placementv1 "kubenexus.io/scheduler/api/placement/v1"
@@ -50,19 +49,51 @@ type groupRef struct {
 	minimum    int32
 }
 
-// list is the group's pods in the namespace, from kube-scheduler's pod informer: ours by a label selector;
-// Kueue's by the name each pod gives, which may be an annotation (no selector reaches it).
-func (g *groupRef) list(pods corelisters.PodLister, namespace string) ([]*v1.Pod, error) {
-	if g.labelKey != kueueGroupLabel {
-		return pods.Pods(namespace).List(labels.SelectorFromSet(labels.Set{g.labelKey: g.labelValue}))
+// podGroupIndex indexes kube-scheduler's pod informer by the groups each pod names (groupIndexKeys): a group's
+// members are one lookup away, not a scan of the namespace's pods.
+const podGroupIndex = "kubenexus.io/pod-group"
+
+// groupIndexKeys are the index keys of the groups a pod names, ours and Kueue's, each with its namespace. A pod
+// naming both is under both keys: the service refuses it with the reason, and each group still counts it.
+func groupIndexKeys(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
 	}
-	all, err := pods.Pods(namespace).List(labels.Everything())
+	var keys []string
+	if name := pod.Labels[groupNameLabel]; name != "" {
+		keys = append(keys, groupIndexKey(pod.Namespace, groupNameLabel, name))
+	}
+	if name := kueueGroupOf(pod); name != "" {
+		keys = append(keys, groupIndexKey(pod.Namespace, kueueGroupLabel, name))
+	}
+	return keys, nil
+}
+
+func groupIndexKey(namespace, key, name string) string {
+	return namespace + "/" + key + "=" + name
+}
+
+// indexPodGroups adds podGroupIndex to the pod informer, once however many profiles run the plugin over it.
+func indexPodGroups(informer cache.SharedIndexInformer) error {
+	if _, done := informer.GetIndexer().GetIndexers()[podGroupIndex]; done {
+		return nil
+	}
+	if err := informer.AddIndexers(cache.Indexers{podGroupIndex: groupIndexKeys}); err != nil {
+		return fmt.Errorf("%s: indexing the pod informer by pod group: %w", Name, err)
+	}
+	return nil
+}
+
+// list is the group's pods in the namespace, from kube-scheduler's pod informer indexed by podGroupIndex.
+func (g *groupRef) list(pods cache.Indexer, namespace string) ([]*v1.Pod, error) {
+	objects, err := pods.ByIndex(podGroupIndex, groupIndexKey(namespace, g.labelKey, g.labelValue))
 	if err != nil {
 		return nil, err
 	}
-	found := make([]*v1.Pod, 0, len(all))
-	for _, pod := range all {
-		if kueueGroupOf(pod) == g.labelValue {
+	found := make([]*v1.Pod, 0, len(objects))
+	for _, object := range objects {
+		if pod, ok := object.(*v1.Pod); ok {
 			found = append(found, pod)
 		}
 	}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -40,15 +45,19 @@ func kueueMember(name, group, totalCount, node string) *v1.Pod {
 	return pod
 }
 
-func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
+// podIndexer is kube-scheduler's pod informer as the plugin sees it: holding pods, indexed by pod group.
+func podIndexer(t *testing.T, pods ...*v1.Pod) cache.Indexer {
 	t.Helper()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		podGroupIndex:        groupIndexKeys,
+	})
 	for _, pod := range pods {
 		if err := indexer.Add(pod); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return corelisters.NewPodLister(indexer)
+	return indexer
 }
 
 func TestPreFilterWaitsForTheGroupsMembers(t *testing.T) {
@@ -59,7 +68,7 @@ func TestPreFilterWaitsForTheGroupsMembers(t *testing.T) {
 	}
 	defer func() { _ = plugin.Close() }()
 	pod := member("train-0", "train", "3", "", "kubenexus-scheduler")
-	plugin.pods = podLister(t, pod, member("train-1", "train", "3", "", "kubenexus-scheduler"))
+	plugin.pods = podIndexer(t, pod, member("train-1", "train", "3", "", "kubenexus-scheduler"))
 	_, status := plugin.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
 	if status.Code() != fwk.UnschedulableAndUnresolvable || status.Message() != "pod group ml/train waits for its members: 2 of 3 present" {
 		t.Errorf("got %v %q", status.Code(), status.Message())
@@ -107,7 +116,7 @@ func TestPreFilterPlansTheWholeGroup(t *testing.T) {
 			}
 			defer func() { _ = plugin.Close() }()
 			pod := member("train-0", "train", "3", "", "kubenexus-scheduler")
-			plugin.pods = podLister(t, pod,
+			plugin.pods = podIndexer(t, pod,
 				member("train-2", "train", "3", "", "kubenexus-scheduler"),
 				member("train-1", "train", "3", "", "kubenexus-scheduler"),
 				member("train-9", "train", "3", "gpu-c", "kubenexus-scheduler"), // bound already
@@ -247,7 +256,7 @@ func TestPreFilterRefusesAPodOfTwoGroups(t *testing.T) {
 	defer func() { _ = plugin.Close() }()
 	pod := member("train-0", "train", "1", "", "kubenexus-scheduler")
 	pod.Labels[kueueGroupLabel] = "other"
-	plugin.pods = podLister(t, pod)
+	plugin.pods = podIndexer(t, pod)
 	_, status := plugin.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
 	if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), "joins more than one pod group") {
 		t.Errorf("got %v %q", status.Code(), status.Message())
@@ -268,7 +277,7 @@ func TestPreFilterPlansAKueueGroupWhole(t *testing.T) {
 	byAnnotation := kueueMember("train-2", "", "4", "") // named by Kueue's annotation only, as Kueue writes it
 	delete(byAnnotation.Labels, kueueGroupLabel)
 	byAnnotation.Annotations[kueueGroupLabel] = "train"
-	plugin.pods = podLister(t, pod,
+	plugin.pods = podIndexer(t, pod,
 		byAnnotation,
 		kueueMember("train-1", "train", "4", ""),
 		kueueMember("train-9", "train", "4", "gpu-c"),             // bound already
@@ -302,4 +311,81 @@ func sentNames(t *testing.T, group *placementv1.PodGroup) []string {
 		names = append(names, sent.Name)
 	}
 	return names
+}
+
+func TestGroupIndexKeys(t *testing.T) {
+	byAnnotation := kueueMember("k-1", "", "2", "")
+	delete(byAnnotation.Labels, kueueGroupLabel)
+	byAnnotation.Annotations[kueueGroupLabel] = "train"
+	both := member("both", "ours", "2", "", "")
+	both.Annotations = map[string]string{kueueGroupLabel: "theirs"}
+	tests := []struct {
+		name string
+		obj  interface{}
+		want []string
+	}{
+		{name: "no group", obj: testPod("alone"), want: nil},
+		{name: "our label", obj: member("m", "train", "2", "", ""), want: []string{"ml/pod-group.scheduling.kubenexus.io/name=train"}},
+		{name: "Kueue's label", obj: kueueMember("k-0", "train", "2", ""), want: []string{"ml/kueue.x-k8s.io/pod-group-name=train"}},
+		{name: "Kueue's annotation", obj: byAnnotation, want: []string{"ml/kueue.x-k8s.io/pod-group-name=train"}},
+		{name: "both groups", obj: both, want: []string{"ml/pod-group.scheduling.kubenexus.io/name=ours", "ml/kueue.x-k8s.io/pod-group-name=theirs"}},
+		{name: "not a pod", obj: "ml/train", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := groupIndexKeys(tt.obj)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// The index on kube-scheduler's own pod informer: added once for two profiles, kept as pods change.
+func TestIndexPodGroupsOnTheInformer(t *testing.T) {
+	leaving := kueueMember("train-1", "train", "2", "")
+	client := clientsetfake.NewClientset(kueueMember("train-0", "train", "2", ""), leaving, member("ours-0", "train", "1", "", ""))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Core().V1().Pods().Informer()
+	for profile := 0; profile < 2; profile++ {
+		if err := indexPodGroups(informer); err != nil {
+			t.Fatalf("profile %d: %v", profile, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	kueue := &groupRef{labelKey: kueueGroupLabel, labelValue: "train"}
+	if got := listedNames(t, kueue, informer.GetIndexer()); got != "train-0,train-1" {
+		t.Fatalf("Kueue group train: %s", got)
+	}
+	ours := &groupRef{labelKey: groupNameLabel, labelValue: "train"}
+	if got := listedNames(t, ours, informer.GetIndexer()); got != "ours-0" {
+		t.Fatalf("our group train: %s", got)
+	}
+	left := leaving.DeepCopy()
+	delete(left.Labels, kueueGroupLabel)
+	if _, err := client.CoreV1().Pods("ml").Update(ctx, left, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return listedNames(t, kueue, informer.GetIndexer()) == "train-0", nil
+	}); err != nil {
+		t.Errorf("after train-1 left: %s", listedNames(t, kueue, informer.GetIndexer()))
+	}
+}
+
+func listedNames(t *testing.T, group *groupRef, pods cache.Indexer) string {
+	t.Helper()
+	listed, err := group.list(pods, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(listed))
+	for _, pod := range listed {
+		names = append(names, pod.Name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -40,7 +40,7 @@ type Plugin struct {
 	conn   *grpc.ClientConn
 	client placementv1.PlacementClient
 	handle fwk.Handle
-	pods   corelisters.PodLister // kube-scheduler's pod informer: a group's members
+	pods   cache.Indexer // kube-scheduler's pod informer, indexed by pod group (podGroupIndex)
 
 	mu     sync.Mutex
 	groups map[types.UID]string // waiting gang members -> their group ("namespace/name")
@@ -69,15 +69,19 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 }
 
 func newWithClient(args *Args, handle fwk.Handle) (*Plugin, error) {
+	var pods cache.Indexer
+	if handle != nil && handle.SharedInformerFactory() != nil {
+		informer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+		if err := indexPodGroups(informer); err != nil {
+			return nil, err
+		}
+		pods = informer.GetIndexer()
+	}
 	conn, client, err := dial(args)
 	if err != nil {
 		return nil, err
 	}
-	plugin := &Plugin{args: args, conn: conn, client: client, handle: handle, groups: map[types.UID]string{}, gangs: map[string]*gangBook{}}
-	if handle != nil && handle.SharedInformerFactory() != nil {
-		plugin.pods = handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	}
-	return plugin, nil
+	return &Plugin{args: args, conn: conn, client: client, handle: handle, pods: pods, groups: map[types.UID]string{}, gangs: map[string]*gangBook{}}, nil
 }
 
 // Name returns the plugin's name.

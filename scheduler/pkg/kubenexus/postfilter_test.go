@@ -133,7 +133,7 @@ func TestPostFilterAsksRoomForAGangMembersWholeGroup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			service := &fakeService{preempt: &placementv1.PreemptResponse{Reason: "no lower-priority pods to evict"}}
 			handle, plugin := permitFrameworkAndPlugin(t, serve(t, service, FailurePolicyFail))
-			plugin.pods = podLister(t, append([]*v1.Pod{tt.pod}, tt.members...)...)
+			plugin.pods = podIndexer(t, append([]*v1.Pod{tt.pod}, tt.members...)...)
 			_, status := handle.(framework.Framework).RunPostFilterPlugins(context.Background(), framework.NewCycleState(), tt.pod, nil)
 			if status.Code() != fwk.Unschedulable {
 				t.Errorf("got %v, want Unschedulable", status)
