@@ -9,8 +9,10 @@ design's 40/25/20/15 in the remaining 0.05) and scaled so that the total is in [
 * fit: how well used the pod leaves the NUMA cell it lands in (``fit_curve``). The pod is predicted to
   land in the best allowed cell that holds all it asks for; when no single cell does, it spans the node
   and the node's utilisation after placement is scored instead. Utilisation is the mean, over the
-  resources the pod asks for, of (used + request) / total. 0.5 (neutral) on a node with GPUs, where
-  packing is the fragmentation component's measure; the landing cell is chosen the same way everywhere.
+  resources the pod asks for, of (used + request) / total. On a node with GPUs, neutral (0.5) for a pod
+  asking for GPUs, whose packing there is the fragmentation component's measure, and the share of the
+  node's GPUs taken already for a pod asking for none (``gpu_node_fit``); the landing cell is chosen the
+  same way everywhere.
 * bandwidth: the landing cell's HMAT local read bandwidth relative to the best cell among the candidates;
   the mean over the node's cells when the pod spans; 0.5 (neutral) when the host did not publish it.
 * distance: 10 / the average SLIT distance over the cells the pod spans (every ordered pair, self
@@ -34,7 +36,7 @@ from placement.core import kernel
 from placement.core.feasibility import allowed_cells, cell_requests
 from placement.core.fragmentation import fragmentation_component
 from placement.core.intent import PodIntent
-from placement.core.vocabulary import GPU_RESOURCE, FloatArray, IntArray, NodeArrays, PodDemand
+from placement.core.vocabulary import GPU_MILLI, GPU_RESOURCE, FloatArray, IntArray, NodeArrays, PodDemand, shape_of
 
 SWEET_SPOT = 0.85  # a cell left 85% used scores best: well packed, with headroom for what runs there
 FULL_CELL_SCORE = 0.5  # a cell filled to the brim: packed, but no headroom left at all
@@ -211,13 +213,9 @@ def node_components(
     landing = cell_fit.argmax(axis=1)
     everywhere = np.arange(count)
     single = fits[everywhere, landing]
-    fit = np.where(single, cell_fit[everywhere, landing], fit_curve(node_used / divisor))
-    gpus = arrays.column(GPU_RESOURCE)
-    if gpus is not None:
-        # On a node with GPUs, packing is the fragmentation component's measure: it weighs the CPUs and
-        # GPUs a placement takes against what the workload's pods need there. Ordering its ties by cell
-        # utilisation instead (which wants headroom left) strands more GPUs than the lower slot does.
-        fit = np.where(arrays.node_allocatable[gpus][rows] > 0, NEUTRAL, fit)
+    fit = gpu_node_fit(
+        arrays, rows, demand, np.where(single, cell_fit[everywhere, landing], fit_curve(node_used / divisor))
+    )
 
     raw_bandwidth = np.where(single, arrays.bandwidth[rows][everywhere, landing], arrays.spanning_bandwidth[rows])
     local = arrays.local_distance[rows][everywhere, landing]
@@ -235,6 +233,30 @@ def node_components(
         fragmentation=fragmentation_component(arrays, rows, demand),
         landing_cell=np.where(single, landing, -1).astype(np.int64),
     )
+
+
+def gpu_node_fit(arrays: NodeArrays, rows: IntArray, demand: PodDemand, fit: FloatArray) -> FloatArray:
+    """``fit`` on the nodes with GPUs: for a pod asking for GPUs, neutral; for a pod asking for none, the
+    share of the node's GPU thousandths taken already.
+
+    A GPU pod's packing there is the fragmentation component's measure, which weighs the CPUs and GPUs a
+    placement takes against what the workload's pods need. Ordering its ties by cell utilisation (which
+    wants headroom left) or by the GPUs taken stranded more GPUs in the trace replay than the lower slot
+    does. A CPU-only pod changes that measure only where it takes CPUs the workload's shapes need. Among
+    the nodes where it does not, it goes where the GPUs are in use already, and leaves the CPUs of idle
+    GPUs to GPU pods (docs/placement.md).
+    """
+    gpus = arrays.column(GPU_RESOURCE)
+    if gpus is None:
+        return fit
+    total = arrays.node_allocatable[gpus][rows]
+    shape = shape_of(demand)
+    if shape.gpus or shape.gpu_milli or arrays.gpu_left is None:
+        return np.where(total > 0, NEUTRAL, fit)
+    left = np.clip(arrays.gpu_left[rows], 0, GPU_MILLI).sum(axis=1) / GPU_MILLI
+    taken = np.divide(total - left, total, out=np.zeros_like(total), where=total > 0)
+    result: FloatArray = np.where(total > 0, np.clip(taken, 0.0, 1.0), fit)
+    return result
 
 
 def _compiled_components(
@@ -265,7 +287,7 @@ def _compiled_components(
         -1 if gpus is None else gpus,
     )
     return NodeComponents(
-        fit=parts.fit,
+        fit=gpu_node_fit(arrays, rows, demand, parts.fit),
         raw_bandwidth=parts.raw_bandwidth,
         distance=parts.distance,
         fragmentation=fragmentation_component(arrays, rows, demand),

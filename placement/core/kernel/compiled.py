@@ -328,7 +328,7 @@ def node_parts(
         single = fits[landing]
         fit[i] = best if single else _fit_curve(node_used / divisor)
         if gpu_column >= 0 and node_allocatable[gpu_column, row] > 0:
-            fit[i] = _NEUTRAL  # on a node with GPUs, packing is the fragmentation component's measure
+            fit[i] = _NEUTRAL  # on a node with GPUs, as for a GPU pod; scoring.gpu_node_fit scores a CPU pod's
         one = np.float32(1.0)
         if single:
             raw_bandwidth[i] = bandwidth[row, landing]
