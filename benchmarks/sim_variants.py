@@ -256,7 +256,8 @@ def plot_variants(
         figure, axes = plt.subplots(figsize=(7, 4.2))
         for label, seeds in sorted(curves.items()):
             median = [statistics.median(seed[a] for seed in seeds) for a in arrivals]
-            axes.plot(arrivals, median, label=f"{label}, median of {len(seeds)} seeds", linewidth=1.3)
+            how_many = f"median of {len(seeds)} seeds" if len(seeds) > 1 else "one seed"
+            axes.plot(arrivals, median, label=f"{label}, {how_many}", linewidth=1.3)
         reference = (published or {}).get(variant, {}).get(PUBLISHED_FGD)
         if reference is not None:
             axes.plot([100], [reference], "k*", markersize=10, label="FGD, published (100% arrival)")
