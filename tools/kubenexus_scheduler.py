@@ -1,4 +1,5 @@
-"""Build kubenexus-scheduler (kube-scheduler v1.37.2 with the KubeNexus plugin, scheduler/) into a cache.
+"""Build kubenexus-scheduler (kube-scheduler v1.37.2 with the KubeNexus plugin, scheduler/) into a cache, with
+kubenexus-loadgen (the plugin's own code driving a placement service, for benchmarks/placement_service.py).
 
     python -m tools.kubenexus_scheduler build   # cold: the kube-scheduler packages and the plugin (minutes)
     python -m tools.kubenexus_scheduler path    # prints the folder holding the binary (builds if needed)
@@ -22,7 +23,7 @@ __all__ = ["PROGRAMS", "BuildError"]
 PROGRAMS = GoPrograms(
     title="tools.kubenexus_scheduler",
     module=Path(__file__).resolve().parent.parent / "scheduler",
-    packages=("./cmd/kubenexus-scheduler",),
+    packages=("./cmd/kubenexus-scheduler", "./cmd/kubenexus-loadgen"),
     cache_variable="KUBENEXUS_SCHEDULER_CACHE",
     cache_name="kubenexus-scheduler",
     ldflags=version_ldflags(),
