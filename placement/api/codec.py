@@ -8,6 +8,7 @@ one message per node.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -139,9 +140,21 @@ def _json_value(field: FieldDescriptor, value: Any) -> Any:
 
 def _pod_json(text: str) -> PodSpec:
     try:
-        return pod_spec_from_json(text)
+        return _decoded_pod_json(text)
     except PodParseError as error:
         raise InvalidRequest(str(error)) from None
+
+
+# kube-scheduler's plugin sends the same pod's JSON at PreFilter (Score) and again at Reserve, a few ms apart:
+# the second is not decoded again. A pod is a pure function of its text, and nothing changes a PodSpec once
+# made. An invalid text raises, and is not kept. The engine keeps the validated pods by the same text
+# (``PlacementEngine._validated``, ``PodSpec.source``), so both hold the same string.
+_DECODED_PODS = 64
+
+
+@functools.lru_cache(maxsize=_DECODED_PODS)
+def _decoded_pod_json(text: str) -> PodSpec:
+    return pod_spec_from_json(text)
 
 
 def decode_pod(

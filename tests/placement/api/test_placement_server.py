@@ -16,6 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import generate_latest
 
+from placement.api import codec
 from placement.api.interceptor import SERVICE_NAME
 from placement.api.server import ServerOptions
 from placement.api.v1 import placement_pb2 as pb
@@ -172,6 +173,47 @@ def test_reserve_then_unreserve_releases_the_gpus(service: Service) -> None:
     assert released.released
     assert not service.stub.Unreserve(pb.UnreserveRequest(pod=pb.PodRef(namespace="ml", name="trainer"))).released
     assert service.stub.Reserve(pb.ReserveRequest(pod=_pod("second", gpus=8, cpu="16", memory="64Gi"))).reserved
+
+
+def test_a_reserve_of_one_named_node_runs_on_the_loop_and_a_choice_among_candidates_on_the_pool(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    reserve = service.engine.reserve
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return reserve(*args, **kwargs)
+
+    monkeypatch.setattr(service.engine, "reserve", recording)
+    one = service.stub.Reserve(pb.ReserveRequest(pod=_pod("chosen", gpus=1), node_names=["h100-b"]))
+    among = service.stub.Reserve(pb.ReserveRequest(pod=_pod("choose", gpus=1), node_names=NODES))
+    assert one.reserved
+    assert one.placement.node == "h100-b"
+    assert among.reserved
+    loop, pool = threads
+    assert not loop.startswith("placement")
+    assert pool.startswith("placement")
+
+
+def test_the_same_pod_json_is_decoded_once_and_a_changed_one_afresh(service: Service) -> None:
+    pod: dict[str, Any] = {
+        "metadata": {"name": "twice", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]},
+    }
+    text = json.dumps(pod)
+    first = codec.decode_pod(pb.ScoreRequest(pod_json=text))
+    assert codec.decode_pod(pb.ReserveRequest(pod_json="".join(text))) is first  # equal text, another string
+    pod["metadata"]["name"] = "changed"
+    assert codec.decode_pod(pb.ReserveRequest(pod_json=json.dumps(pod))).name == "changed"
+    reserved = service.stub.Reserve(pb.ReserveRequest(pod_json=text, node_names=["cpu-a"]))
+    assert reserved.reserved
+    assert reserved.placement.node == "cpu-a"
+    with pytest.raises(grpc.RpcError) as refused:  # an invalid text is refused each time, never kept
+        service.stub.Reserve(pb.ReserveRequest(pod_json=text[:-1], node_names=["cpu-a"]))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError):
+        service.stub.Reserve(pb.ReserveRequest(pod_json=text[:-1], node_names=["cpu-a"]))
 
 
 def test_pod_json_is_accepted_like_the_message(service: Service) -> None:
