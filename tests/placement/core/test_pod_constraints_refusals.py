@@ -350,3 +350,22 @@ def test_the_message_is_refused_on_the_same_path() -> None:
     empty.affinity.node_affinity.required_during_scheduling_ignored_during_execution.SetInParent()
     with pytest.raises(PodParseError, match=r"nodeSelectorTerms: must have at least one node selector term"):
         _from_message(empty)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_pod_json_nesting_is_bounded_however_many_brackets_the_text_holds() -> None:
+    pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": [{"name": "c"}]}}
+    # The root object, "status" and the lists: 64 levels deep is the limit.
+    assert pod_spec_from_json(json.dumps({**pod, "status": {"x": _nested(62)}})).name == "p"
+    with pytest.raises(PodParseError, match="pod_json nests 65 levels deep, more than the 64"):
+        pod_spec_from_json(json.dumps({**pod, "status": {"x": _nested(63)}}))
+    # More brackets than the limit, but shallow, or inside strings: counted exactly, and accepted.
+    assert pod_spec_from_json(json.dumps({**pod, "status": {"conditions": [{} for _ in range(100)]}})).name == "p"
+    quoted = {**pod, "metadata": {**pod["metadata"], "annotations": {"a": "[" * 100 + "{" * 100}}}
+    assert pod_spec_from_json(json.dumps(quoted)).annotations["a"].startswith("[[")
