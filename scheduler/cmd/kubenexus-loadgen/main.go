@@ -19,6 +19,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -103,8 +104,7 @@ func (n *nodeInfos) get(name string) fwk.NodeInfo {
 	info, ok := n.byName[name]
 	if !ok {
 		made := framework.NewNodeInfo()
-		made.SetNode(&v1.Node{})
-		made.Node().Name = name
+		made.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		info = made
 		n.byName[name] = info
 	}
@@ -127,13 +127,14 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	plugin, err := kubenexus.New(ctx, &runtime.Unknown{Raw: raw}, nil)
+	made, err := kubenexus.New(ctx, &runtime.Unknown{Raw: raw}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubenexus-loadgen:", err)
 		os.Exit(2)
 	}
-	defer func() { _ = plugin.(*kubenexus.Plugin).Close() }()
-	out, err := run(ctx, plugin.(*kubenexus.Plugin), *warmUp, *decisions)
+	plugin := made.(*kubenexus.Plugin)
+	out, err := run(ctx, plugin, *warmUp, *decisions)
+	_ = plugin.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubenexus-loadgen:", err)
 		os.Exit(1)
