@@ -140,7 +140,7 @@ def _json_value(field: FieldDescriptor, value: Any) -> Any:
 
 def _pod_json(text: str) -> PodSpec:
     try:
-        return _decoded_pod_json(text)
+        return _decoded_pod_json(text) if len(text) <= _KEPT_POD_CHARS else pod_spec_from_json(text)
     except PodParseError as error:
         raise InvalidRequest(str(error)) from None
 
@@ -148,8 +148,11 @@ def _pod_json(text: str) -> PodSpec:
 # kube-scheduler's plugin sends the same pod's JSON at PreFilter (Score) and again at Reserve, a few ms apart:
 # the second is not decoded again. A pod is a pure function of its text, and nothing changes a PodSpec once
 # made. An invalid text raises, and is not kept. The engine keeps the validated pods by the same text
-# (``PlacementEngine._validated``, ``PodSpec.source``), so both hold the same string.
+# (``PlacementEngine._validated``, ``PodSpec.source``), so a kept one holds the same string. A pod is a few
+# kB; one of more than 64 KiB (at most 1.5 MiB are accepted) is decoded each time, so the texts kept here
+# stay within 4 MiB.
 _DECODED_PODS = 64
+_KEPT_POD_CHARS = 64 * 1024
 
 
 @functools.lru_cache(maxsize=_DECODED_PODS)

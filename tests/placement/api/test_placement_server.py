@@ -206,6 +206,9 @@ def test_the_same_pod_json_is_decoded_once_and_a_changed_one_afresh(service: Ser
     assert codec.decode_pod(pb.ReserveRequest(pod_json="".join(text))) is first  # equal text, another string
     pod["metadata"]["name"] = "changed"
     assert codec.decode_pod(pb.ReserveRequest(pod_json=json.dumps(pod))).name == "changed"
+    pod["metadata"]["annotations"] = {"note": "x" * (64 * 1024)}  # a large pod is decoded each time, not kept
+    large = json.dumps(pod)
+    assert codec.decode_pod(pb.ScoreRequest(pod_json=large)) is not codec.decode_pod(pb.ScoreRequest(pod_json=large))
     reserved = service.stub.Reserve(pb.ReserveRequest(pod_json=text, node_names=["cpu-a"]))
     assert reserved.reserved
     assert reserved.placement.node == "cpu-a"
