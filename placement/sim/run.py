@@ -2,10 +2,11 @@
 
 Method (Weng et al., ATC'23, section 6): the trace's pods are inflated with random copies until their GPU
 demand reaches ``MAX_ARRIVAL`` (130%) of the cluster's GPUs, shuffled with the seed, and arrive one by one,
-never leaving. After each arrival the allocated GPU share is recorded; "unallocated GPUs at X% arrival"
-is 100 - allocated% once the arrived demand reaches X% of capacity; "at first failure" is the same figure
-when allocated first falls ``FAILURE_GAP`` points behind arrived. A gang arrives whole, at its first
-member's place in the sequence.
+never leaving. In the paper's setting (``numa`` False) they arrive in its artifact's order instead: the
+trace's pods shuffled, then the copies in the order drawn (``arrivals``' ``copies_last``). After each
+arrival the allocated GPU share is recorded; "unallocated GPUs at X% arrival" is 100 - allocated% once the
+arrived demand reaches X% of capacity; "at first failure" is the same figure when allocated first falls
+``FAILURE_GAP`` points behind arrived. A gang arrives whole, at its first member's place in the sequence.
 
 Every placement a policy proposes goes through the kubelet's admission on the node's current state
 (``SimCluster.admit``); a rejection is a failure of that pod (``TopologyAffinityError`` and the like),
@@ -37,17 +38,27 @@ FAILURE_GAP = 0.5
 MAX_GPUS_PER_NODE = 8
 
 
-def arrivals(pods: Sequence[TracePod], capacity_milli: float, seed: int) -> list[list[TracePod]]:
-    """The arrival sequence: groups (a gang, or one pod) in the order they arrive."""
+def arrivals(
+    pods: Sequence[TracePod], capacity_milli: float, seed: int, *, copies_last: bool = False
+) -> list[list[TracePod]]:
+    """The arrival sequence: groups (a gang, or one pod) in the order they arrive.
+
+    The copies are shuffled in among the trace's pods; with ``copies_last``, as the FGD artifact orders them,
+    the trace's pods are shuffled and the copies follow in the order drawn (its simulator shuffles the pods,
+    ``SortClusterPods``, before ``TunePodsByNodeTotalResource`` appends the copies: pkg/simulator/core.go).
+    """
     rng = random.Random(seed)
     pool = list(pods)
+    if copies_last:
+        rng.shuffle(pool)
     demand = sum(p.gpu_request_milli for p in pool)
     while demand < capacity_milli * MAX_ARRIVAL / 100:
         clone = rng.choice(pods)
         # A copy is a pod of its own: outside the original's gang.
         pool.append(TracePod(**{**clone.__dict__, "gang": None, "name": f"{clone.name}-copy{len(pool)}"}))
         demand += clone.gpu_request_milli
-    rng.shuffle(pool)
+    if not copies_last:
+        rng.shuffle(pool)
     groups: list[list[TracePod]] = []
     gang_group: dict[str, list[TracePod]] = {}
     for pod in pool:
@@ -145,7 +156,8 @@ def simulate(
 ) -> RunResult:
     """One policy, one seed: arrivals until ``MAX_ARRIVAL``% of the GPUs were asked for.
 
-    ``numa`` False is the FGD paper's setting: no kubelet policy, no pod intents. ``learned_workload``:
+    ``numa`` False is the FGD paper's setting: no kubelet policy, no pod intents, the artifact's arrival
+    order (``arrivals``' ``copies_last``). ``learned_workload``:
     ours learns its target workload from the pods it places instead of being given ``workload``'s shapes.
     """
     if not numa:
@@ -156,7 +168,7 @@ def simulate(
     policy = make_policy(
         policy_name, cluster, random.Random(seed * 7919 + 1), workload, learned_workload=learned_workload
     )
-    groups = arrivals(workload, cluster.gpu_capacity_milli, seed)
+    groups = arrivals(workload, cluster.gpu_capacity_milli, seed, copies_last=not numa)
     result = RunResult(policy=policy_name, seed=seed)
     arrived = allocated = 0.0
     capacity = cluster.gpu_capacity_milli

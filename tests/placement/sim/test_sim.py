@@ -216,6 +216,17 @@ def test_arrivals_reach_the_target_and_keep_gangs_together() -> None:
     assert [len(g) for g in groups if g[0].gang] == [2]
 
 
+def test_arrivals_in_the_artifacts_order_bring_the_trace_first_then_its_copies() -> None:
+    pods = [_pod(f"p{i}", gpus=1) for i in range(10)]
+    order = [p.name for g in arrivals(pods, capacity_milli=8000, seed=3, copies_last=True) for p in g]
+    assert sorted(order[:10]) == sorted(p.name for p in pods)
+    assert order[:10] != [p.name for p in pods]  # shuffled
+    assert all("-copy" in name for name in order[10:])
+    assert sum(1000 for _ in order) >= 8000 * MAX_ARRIVAL / 100
+    mixed = [p.name for g in arrivals(pods, capacity_milli=8000, seed=3) for p in g]
+    assert any("-copy" in name for name in mixed[:10])  # by default the copies arrive among the trace's pods
+
+
 # --- gpu_spec: the trace's GPU model constraint ---------------------------------------------------------
 
 
