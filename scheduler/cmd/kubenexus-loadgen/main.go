@@ -34,7 +34,7 @@ type timings struct {
 	Reserve   []float64 `json:"reserve_ms"`
 }
 
-// scheduler is what a scheduling cycle calls on the plugin (kubenexus.Plugin, or a test's stand-in).
+// scheduler is what a scheduling cycle calls on the plugin: kubenexus.Plugin's extension points.
 type scheduler interface {
 	fwk.PreFilterPlugin
 	fwk.FilterPlugin
