@@ -301,7 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
     parser.add_argument("--out", type=Path, default=Path("sim-variants"))
     parser.add_argument(
-        "--no-numa", action="store_true", help="the FGD paper's setting: no kubelet Topology Manager policy, no intents"
+        "--no-numa",
+        action="store_true",
+        help="the FGD paper's setting: no kubelet Topology Manager policy, no intents, the pods in its artifact's "
+        "arrival order (the trace's pods shuffled, then the copies)",
     )
     parser.add_argument("--report-only", action="store_true", help="write table.md from runs.csv; run nothing")
     args = parser.parse_args(argv)

@@ -155,7 +155,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-numa",
         action="store_true",
-        help="the FGD paper's setting: no kubelet Topology Manager policy, no pod NUMA intents",
+        help="the FGD paper's setting: no kubelet Topology Manager policy, no pod NUMA intents, the pods in its "
+        "artifact's arrival order (the trace's pods shuffled, then the copies)",
     )
     parser.add_argument(
         "--learned-workload",
