@@ -342,7 +342,7 @@ def latency(service: Service, count: int, decisions: int, pod: pb.Pod | None = N
         decide(service.stub, request)
         timings.append((time.perf_counter() - start) * 1000)
     timings.sort()
-    return statistics.median(timings), timings[int(0.99 * (len(timings) - 1))], feasible
+    return statistics.median(timings), plugin_decisions.percentile(timings, 0.99), feasible
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class PluginLatency:
 
 
 def percentile(values: Sequence[float], share: float) -> float:
-    """As ``benchmarks.placement_service.latency`` reads its timings: the sorted value at ``share`` of the way."""
+    """The sorted value at ``share`` of the way (``benchmarks.placement_service.latency`` reads its own so)."""
     ordered = sorted(values)
     return ordered[int(share * (len(ordered) - 1))]
 

@@ -111,6 +111,20 @@ func (n *nodeInfos) get(name string) fwk.NodeInfo {
 	return info
 }
 
+// newPlugin is the KubeNexus plugin as kube-scheduler makes it from a profile's args: the service's address
+// and the per-call timeout, the rest defaulted.
+func newPlugin(ctx context.Context, address string, timeout time.Duration) (*kubenexus.Plugin, error) {
+	raw, err := json.Marshal(map[string]string{"address": address, "timeout": timeout.String()})
+	if err != nil {
+		return nil, err
+	}
+	made, err := kubenexus.New(ctx, &runtime.Unknown{Raw: raw}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return made.(*kubenexus.Plugin), nil
+}
+
 func main() {
 	address := flag.String("address", "", "the placement service's gRPC address (host:port)")
 	decisions := flag.Int("decisions", 1000, "pods timed")
@@ -121,18 +135,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubenexus-loadgen: -address is required, -decisions at least 1, -warm-up not negative")
 		os.Exit(2)
 	}
-	raw, err := json.Marshal(map[string]string{"address": *address, "timeout": timeout.String()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubenexus-loadgen:", err)
-		os.Exit(2)
-	}
 	ctx := context.Background()
-	made, err := kubenexus.New(ctx, &runtime.Unknown{Raw: raw}, nil)
+	plugin, err := newPlugin(ctx, *address, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubenexus-loadgen:", err)
 		os.Exit(2)
 	}
-	plugin := made.(*kubenexus.Plugin)
 	out, err := run(ctx, plugin, *warmUp, *decisions)
 	_ = plugin.Close()
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	placementv1 "kubenexus.io/scheduler/api/placement/v1"
 	"kubenexus.io/scheduler/pkg/kubenexus"
@@ -78,16 +78,12 @@ func serve(t *testing.T, s *service) *kubenexus.Plugin {
 	placementv1.RegisterPlacementServer(server, s)
 	go func() { _ = server.Serve(listener) }()
 	t.Cleanup(server.Stop)
-	raw, err := json.Marshal(map[string]string{"address": listener.Addr().String(), "timeout": "10s"})
+	plugin, err := newPlugin(context.Background(), listener.Addr().String(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugin, err := kubenexus.New(context.Background(), &runtime.Unknown{Raw: raw}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plugin.(*kubenexus.Plugin).Close() })
-	return plugin.(*kubenexus.Plugin)
+	t.Cleanup(func() { _ = plugin.Close() })
+	return plugin
 }
 
 func TestRunSchedulesEachPodAsACycleDoes(t *testing.T) {
